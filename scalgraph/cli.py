@@ -1,0 +1,68 @@
+"""Command line: argument parsing only.  Each subcommand lives in scalgraph/commands/<name>.py with
+`add_arguments(parser)` and `run(args) -> int`; they are imported lazily so `scalgraph --help`
+needs no compiler, MPI or LLVM."""
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from scalgraph.errors import UserError
+
+# name -> one-line help.  Module scalgraph.commands.<name> implements it.
+COMMANDS = {
+    "psg": "print the Program Structure Graph of an executable built with sgcc/sgcxx/sgfort",
+    "run": "run an instrumented program at several process counts into an experiment directory",
+    "detect": "find the source lines that cause scaling loss in an experiment",
+    "trace": "analyse an event trace: wait states, delay costs, critical path",
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="scalgraph", description=__doc__.split("\n")[0])
+    sub = p.add_subparsers(dest="command", metavar="COMMAND")
+    for name, help_text in COMMANDS.items():
+        sp = sub.add_parser(name, help=help_text, description=help_text)
+        mod = _command_module(name)
+        if mod is not None:
+            mod.add_arguments(sp)
+    return p
+
+
+def _command_module(name: str):
+    try:
+        return importlib.import_module(f"scalgraph.commands.{name}")
+    except ModuleNotFoundError as e:
+        if e.name == f"scalgraph.commands.{name}":
+            return None
+        raise
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not args.command:
+        parser.print_help()
+        return 2
+    mod = _command_module(args.command)
+    if mod is None:
+        print(f"scalgraph {args.command}: not available in this build", file=sys.stderr)
+        return 2
+    try:
+        return int(mod.run(args) or 0)
+    except UserError as e:
+        print(f"scalgraph {args.command}: {e}", file=sys.stderr)
+        return e.exit_code
+    except KeyboardInterrupt:
+        print(f"scalgraph {args.command}: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return 0
+
+
+def entry() -> None:
+    sys.exit(main())
+
+
+if __name__ == "__main__":
+    entry()

@@ -1,0 +1,1 @@
+"""Subcommands: one module each, with add_arguments(parser) and run(args) -> int."""

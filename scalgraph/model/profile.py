@@ -1,0 +1,54 @@
+"""One run of an instrumented program at one scale: per-rank, per-vertex arrays.
+
+Readers in scalgraph/io build these from the shim's per-rank files; analysis builds them from
+literals in tests.  A vertex that did not run is 0, never absent.  Times are exclusive (a sample or
+an MPI call is charged to the innermost vertex only); inclusive values are derived by summing
+subtrees of the PSG.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+# Communication dependences, one row per distinct (rank, vertex, kind, peer, tag, comm) tuple.
+# kind: DEP_SEND / DEP_RECV for point-to-point (peer = world rank, or -1 if never resolved),
+#       DEP_COLL for collectives (peer = -1; the group is comm_members[comm]),
+#       DEP_RMA for one-sided operations (peer = target world rank).
+DEP_SEND, DEP_RECV, DEP_COLL, DEP_RMA = 0, 1, 2, 3
+DEP_DTYPE = np.dtype([
+    ("rank", "<i4"),      # world rank that recorded the row
+    ("vertex", "<i4"),    # PSG vertex id of the MPI call
+    ("kind", "<i4"),
+    ("peer", "<i4"),      # world rank of the partner
+    ("tag", "<i4"),
+    ("comm", "<i4"),      # communicator id, key of RunProfile.comm_members
+    ("count", "<i8"),     # number of calls/messages
+    ("bytes", "<i8"),
+    ("wait", "<f8"),      # seconds blocked (waiting evidence) on this tuple
+])
+
+
+@dataclass
+class RunProfile:
+    nranks: int
+    nvertices: int
+    psg_hash: str
+    time: np.ndarray        # [ranks x vertices] seconds, exclusive (samples/hz, exact for MPI vertices)
+    samples: np.ndarray     # [ranks x vertices] SIGPROF samples
+    calls: np.ndarray       # [ranks x vertices] MPI call counts (0 for non-MPI vertices)
+    wait: np.ndarray        # [ranks x vertices] seconds blocked inside MPI (waiting evidence)
+    deps: np.ndarray        # structured, DEP_DTYPE
+    comm_members: dict[int, list[int]] = field(default_factory=dict)  # comm id -> world ranks
+    counters: dict[str, np.ndarray] = field(default_factory=dict)     # name -> [ranks x vertices]; absent = not measured
+    meta: dict = field(default_factory=dict)  # hz, mpi_library, host, start, end, clock offsets, wall time...
+
+    @property
+    def wall_time(self) -> float:
+        return float(self.meta.get("wall_time", 0.0))
+
+
+def empty_profile(nranks: int, nvertices: int, psg_hash: str = "") -> RunProfile:
+    z = lambda dt: np.zeros((nranks, nvertices), dtype=dt)  # noqa: E731
+    return RunProfile(nranks, nvertices, psg_hash, z("f8"), z("i8"), z("i8"), z("f8"),
+                      np.zeros(0, dtype=DEP_DTYPE))

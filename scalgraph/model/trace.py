@@ -1,0 +1,67 @@
+"""Event traces: one numpy structured array of events per location (= world rank), plus definitions.
+
+Every format reader (own binary, OTF2, JSON) returns a Trace; every analysis takes one.  Ranks,
+peers and roots are **world ranks** (readers translate from communicator ranks).  Times are seconds.
+Event sequences follow Scalasca/OTF2 (docs: shared/notes/otf2-for-scalasca.md):
+  blocking send     ENTER(MPI_Send)  SEND            EXIT
+  blocking recv     ENTER(MPI_Recv)  RECV            EXIT      (RECV just before EXIT)
+  isend ... wait    ENTER(MPI_Isend) ISEND(req) EXIT ... ENTER(MPI_Wait) ISEND_COMPLETE(req) EXIT
+  irecv ... wait    ENTER(MPI_Irecv) IRECV_REQUEST(req) EXIT ... ENTER(MPI_Wait) IRECV(req) EXIT
+  collective        ENTER(MPI_X) COLL_BEGIN COLL_END(comm, root, bytes, bytes_recv) EXIT
+  RMA               ENTER(MPI_Put) RMA_PUT(peer=target, win, bytes) EXIT, etc.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+EVENT_KINDS = ("ENTER", "EXIT", "SEND", "RECV", "ISEND", "ISEND_COMPLETE", "IRECV_REQUEST", "IRECV",
+               "COLL_BEGIN", "COLL_END", "RMA_PUT", "RMA_GET", "RMA_ACC", "RMA_SYNC",
+               "REQUEST_CANCELLED")
+(ENTER, EXIT, SEND, RECV, ISEND, ISEND_COMPLETE, IRECV_REQUEST, IRECV, COLL_BEGIN, COLL_END,
+ RMA_PUT, RMA_GET, RMA_ACC, RMA_SYNC, REQUEST_CANCELLED) = range(len(EVENT_KINDS))
+
+EVENT_DTYPE = np.dtype([
+    ("time", "<f8"),
+    ("kind", "u1"),
+    ("region", "<i4"),      # ENTER/EXIT: index into Trace.regions; -1 otherwise
+    ("peer", "<i4"),        # p2p partner / RMA target / collective root (world rank); -1 if none
+    ("tag", "<i4"),
+    ("comm", "<i4"),        # communicator id (Trace.comms) or window id for RMA events
+    ("bytes", "<i8"),       # bytes sent (collectives: sent)
+    ("bytes_recv", "<i8"),  # collectives: bytes received
+    ("request", "<i8"),     # non-blocking request id; -1 if none
+])
+
+
+@dataclass
+class Region:
+    name: str                 # "MPI_Send", "main", "loop@cg.c:42", ...
+    file: str = ""            # "MPI" for MPI routines (Scalasca's rule)
+    line: int = 0
+    vertex: int = -1          # PSG vertex id when the trace came from a scalgraph run
+
+    @property
+    def is_mpi(self) -> bool:
+        return self.file == "MPI" or self.name.upper().startswith("MPI_")
+
+
+@dataclass
+class Trace:
+    regions: list[Region]
+    comms: dict[int, list[int]]              # communicator id -> member world ranks in comm-rank order
+    events: list[np.ndarray]                 # per world rank, EVENT_DTYPE, time non-decreasing
+    windows: dict[int, int] = field(default_factory=dict)   # RMA window id -> communicator id
+    meta: dict = field(default_factory=dict)  # clock offsets, timer resolution, program, psg hash...
+
+    @property
+    def nranks(self) -> int:
+        return len(self.events)
+
+
+def make_events(n: int) -> np.ndarray:
+    ev = np.zeros(n, dtype=EVENT_DTYPE)
+    for f in ("region", "peer", "comm", "request"):
+        ev[f] = -1
+    return ev
