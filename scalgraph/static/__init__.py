@@ -1,1 +1,42 @@
+"""LLVM IR -> Program Structure Graph, probe insertion, whole-program link (the only llvmlite user).
 
+Interface used by the compiler driver (scalgraph/static/driver.py):
+
+instrument_bitcode(bitcode: bytes, source_path: str, *, opt_level: int, max_loop_depth: int = 10)
+        -> tuple[bytes, dict]
+    Parse one translation unit's bitcode, build its per-function templates, insert the probes of
+    docs/runtime-abi.md, embed the part (JSON) in ELF section ".scalgraph.psg" and return
+    (ELF object file bytes, PSG part dict).  Raises UserError on IR that cannot be parsed; warns on
+    stderr (does not fail) when there is no debug info, no main or no MPI call.
+read_parts_from_files(paths: list[str]) -> list[dict]
+    The ".scalgraph.psg" parts of .o files and of .a archive members (files without one are skipped).
+link_psg(parts: list[dict], *, max_loop_depth: int = 10) -> tuple[PSG, str]
+    Whole-program PSG and the C source of the tables object (struct sg_psg_tables, a constructor
+    calling sg_register_psg, the full PSG JSON in section ".scalgraph.psgfull").
+read_psg_from_executable(path: str) -> PSG
+    From the executable's ".scalgraph.psgfull" section, falling back to <exe>.psg.json.
+"""
+from __future__ import annotations
+
+
+def instrument_bitcode(bitcode: bytes, source_path: str, *, opt_level: int, max_loop_depth: int = 10):
+    from scalgraph.static.probes import instrument_bitcode as impl
+    return impl(bitcode, source_path, opt_level=opt_level, max_loop_depth=max_loop_depth)
+
+
+def read_parts_from_files(paths):
+    from scalgraph.static.elfparts import read_parts_from_files as impl
+    return impl(paths)
+
+
+def link_psg(parts, *, max_loop_depth: int = 10):
+    from scalgraph.static.link import link_psg as impl
+    return impl(parts, max_loop_depth=max_loop_depth)
+
+
+def read_psg_from_executable(path):
+    from scalgraph.static.elfparts import read_psg_from_executable as impl
+    return impl(path)
+
+
+__all__ = ["instrument_bitcode", "read_parts_from_files", "link_psg", "read_psg_from_executable"]
