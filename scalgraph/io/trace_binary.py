@@ -1,0 +1,129 @@
+"""The project's own trace format: compact, versioned, checksummed; no pickle.
+
+Layout (all integers little-endian):
+    magic      8 bytes   b"SGTRACE\\0"
+    version    u32       FORMAT_VERSION
+    nranks     u32
+    defs_len   u64       length of the definitions JSON
+    defs       defs_len bytes of UTF-8 JSON: regions, comms, windows, meta, the event dtype
+    counts     nranks x u64: events per location
+    events     per location, the raw bytes of an EVENT_DTYPE array (packed, 49 bytes per event)
+    checksum   32 bytes  SHA-256 of everything before it
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import struct
+
+import numpy as np
+
+from scalgraph.errors import UserError
+from scalgraph.model.trace import EVENT_DTYPE, Region, Trace
+
+MAGIC = b"SGTRACE\x00"
+FORMAT_VERSION = 1
+_HEAD = struct.Struct("<8sIIQ")
+_DIGEST = 32
+
+
+def is_binary_trace(head: bytes) -> bool:
+    return head.startswith(MAGIC)
+
+
+def definitions_to_json(trace: Trace) -> dict:
+    """The non-event part of a trace as plain JSON values (shared with the JSON form)."""
+    return {
+        "regions": [{"name": r.name, "file": r.file, "line": r.line, "vertex": r.vertex} for r in trace.regions],
+        "comms": {str(c): [int(m) for m in members] for c, members in trace.comms.items()},
+        "windows": {str(w): int(c) for w, c in trace.windows.items()},
+        "meta": trace.meta,
+    }
+
+
+def definitions_from_json(defs: dict, where: str) -> tuple[list[Region], dict, dict, dict]:
+    """Checks types and rebuilds regions, comms, windows and meta; raises UserError naming `where`."""
+    try:
+        regions = [Region(name=str(r["name"]), file=str(r.get("file", "")), line=int(r.get("line", 0)),
+                          vertex=int(r.get("vertex", -1))) if isinstance(r, dict) else Region(name=str(r))
+                   for r in defs.get("regions", [])]
+        comms = {int(c): [int(m) for m in members] for c, members in defs.get("comms", {}).items()}
+        windows = {int(w): int(c) for w, c in defs.get("windows", {}).items()}
+        meta = defs.get("meta", {})
+        if not isinstance(meta, dict):
+            raise TypeError("meta is not an object")
+    except (KeyError, TypeError, ValueError, AttributeError) as e:
+        raise UserError(f"{where}: malformed trace definitions ({e}); re-export the trace") from None
+    return regions, comms, windows, meta
+
+
+def write_binary(trace: Trace, path: str | os.PathLike) -> None:
+    defs = definitions_to_json(trace)
+    defs["dtype"] = _dtype_descr()
+    try:
+        defs_bytes = json.dumps(defs, separators=(",", ":"), allow_nan=False).encode()
+    except (TypeError, ValueError) as e:
+        raise UserError(f"cannot write {path}: trace meta is not plain JSON ({e})") from None
+    h = hashlib.sha256()
+    tmp = f"{os.fspath(path)}.tmp{os.getpid()}"
+    # Write to a temporary name and rename: a crash never leaves a half-written trace under the real name.
+    try:
+        with open(tmp, "wb") as f:
+            def put(b: bytes) -> None:
+                h.update(b)
+                f.write(b)
+            put(_HEAD.pack(MAGIC, FORMAT_VERSION, trace.nranks, len(defs_bytes)))
+            put(defs_bytes)
+            put(np.array([len(e) for e in trace.events], dtype="<u8").tobytes())
+            for ev in trace.events:
+                put(np.ascontiguousarray(ev, dtype=EVENT_DTYPE).tobytes())
+            f.write(h.digest())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def read_binary(path: str | os.PathLike) -> Trace:
+    with open(path, "rb") as f:
+        data = f.read()
+    return parse_binary(data, str(path))
+
+
+def parse_binary(data: bytes, where: str) -> Trace:
+    if len(data) < _HEAD.size + _DIGEST or not data.startswith(MAGIC):
+        raise UserError(f"{where}: not a scalgraph binary trace or truncated (only {len(data)} bytes)")
+    magic, version, nranks, defs_len = _HEAD.unpack_from(data)
+    if version != FORMAT_VERSION:
+        raise UserError(f"{where}: binary trace format version {version}, this scalgraph reads version "
+                        f"{FORMAT_VERSION}; convert it with the scalgraph that wrote it")
+    body, digest = data[:-_DIGEST], data[-_DIGEST:]
+    expected_len = _HEAD.size + defs_len + 8 * nranks
+    if expected_len > len(body):
+        raise UserError(f"{where}: truncated binary trace (header promises more than the file holds)")
+    if hashlib.sha256(body).digest() != digest:
+        raise UserError(f"{where}: checksum mismatch, the trace file is truncated or corrupt; copy or record it again")
+    try:
+        defs = json.loads(data[_HEAD.size:_HEAD.size + defs_len].decode())
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        raise UserError(f"{where}: corrupt definitions block in binary trace") from None
+    if not isinstance(defs, dict) or defs.get("dtype") != _dtype_descr():
+        raise UserError(f"{where}: event layout differs from this scalgraph's; convert the trace with the version that wrote it")
+    regions, comms, windows, meta = definitions_from_json(defs, where)
+    pos = _HEAD.size + defs_len
+    counts = np.frombuffer(body, dtype="<u8", count=nranks, offset=pos)
+    pos += 8 * nranks
+    size = EVENT_DTYPE.itemsize
+    if pos + int(counts.sum()) * size != len(body):
+        raise UserError(f"{where}: event counts do not match the file size; the trace is corrupt")
+    events = []
+    for n in counts.tolist():
+        events.append(np.frombuffer(body, dtype=EVENT_DTYPE, count=n, offset=pos).copy())
+        pos += n * size
+    return Trace(regions=regions, comms=comms, events=events, windows=windows, meta=meta)
+
+
+def _dtype_descr() -> list:
+    return [[name, EVENT_DTYPE.fields[name][0].str] for name in EVENT_DTYPE.names]

@@ -1,0 +1,404 @@
+"""OTF2 traces through PyPI `otf2` (imported lazily): read what Score-P writes, write what Scalasca's
+scout accepts (rules measured in shared/notes/otf2-for-scalasca.md).
+
+Reading translates communicator ranks to world ranks through the COMM_LOCATIONS group (the
+location order of MPI_COMM_WORLD) and the COMM_GROUP groups; without COMM_LOCATIONS, process
+location groups in definition order are the ranks.  Only the first CPU thread of each process is
+read (pure MPI); events of other threads are counted in meta["otf2_skipped_events"].  Times become
+seconds since the trace's global offset (or exactly what scalgraph wrote, see below).
+
+Writing emits: one PROCESS location group per rank with id = rank, one CPU_THREAD location each,
+one COMM_LOCATIONS group first, then one COMM_GROUP + COMM per communicator, MPI regions with
+source file "MPI" and their MPI names and Score-P roles, COLL_BEGIN before every COLL_END, a
+zero-length MPI_Init/MPI_Finalize at the global first/last time on ranks whose trace lacks them,
+timer resolution 1 ns.  Definitions OTF2 cannot hold (our communicator/window ids, PSG vertices,
+meta, the time origin) travel as JSON in the description of an attribute named "scalgraph", so a
+trace scalgraph wrote reads back identical (times are whole nanoseconds).
+"""
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import shutil
+
+import numpy as np
+
+from scalgraph.errors import UserError
+from scalgraph.model.trace import (COLL_BEGIN, COLL_END, ENTER, EXIT, IRECV, IRECV_REQUEST, ISEND,
+                                   ISEND_COMPLETE, RECV, REQUEST_CANCELLED, RMA_ACC, RMA_GET, RMA_PUT,
+                                   RMA_SYNC, SEND, Region, Trace, make_events)
+
+RESOLUTION = 1_000_000_000          # ticks per second we write
+UNDEFINED_U32 = 0xFFFFFFFF
+META_ATTRIBUTE = "scalgraph"
+
+# MPI name (lower case, without MPI_) -> (OTF2 collective op name, Score-P region role name)
+_COLLECTIVES = {
+    "barrier": ("BARRIER", "BARRIER"), "bcast": ("BCAST", "COLL_ONE2ALL"),
+    "scatter": ("SCATTER", "COLL_ONE2ALL"), "scatterv": ("SCATTERV", "COLL_ONE2ALL"),
+    "reduce": ("REDUCE", "COLL_ALL2ONE"), "gather": ("GATHER", "COLL_ALL2ONE"),
+    "gatherv": ("GATHERV", "COLL_ALL2ONE"), "allreduce": ("ALLREDUCE", "COLL_ALL2ALL"),
+    "allgather": ("ALLGATHER", "COLL_ALL2ALL"), "allgatherv": ("ALLGATHERV", "COLL_ALL2ALL"),
+    "alltoall": ("ALLTOALL", "COLL_ALL2ALL"), "alltoallv": ("ALLTOALLV", "COLL_ALL2ALL"),
+    "alltoallw": ("ALLTOALLW", "COLL_ALL2ALL"), "reduce_scatter": ("REDUCE_SCATTER", "COLL_ALL2ALL"),
+    "reduce_scatter_block": ("REDUCE_SCATTER_BLOCK", "COLL_ALL2ALL"), "scan": ("SCAN", "COLL_OTHER"),
+    "exscan": ("EXSCAN", "COLL_OTHER"),
+}
+_P2P = {"send", "bsend", "ssend", "rsend", "isend", "ibsend", "issend", "irsend", "recv", "irecv",
+        "sendrecv", "sendrecv_replace"}
+
+
+def _otf2():
+    try:
+        import otf2
+    except ImportError:
+        raise UserError("OTF2 support needs the Python package `otf2`: pip install otf2") from None
+    return otf2
+
+
+def is_otf2_anchor(head: bytes) -> bool:
+    # An OTF2 anchor file is a small binary file whose first bytes carry the format name.
+    return b"OTF2" in head[:8]
+
+
+# --------------------------------------------------------------------------------------------- read
+
+def read_otf2(anchor: str | os.PathLike) -> Trace:
+    otf2 = _otf2()
+    from otf2 import events as E
+    from otf2.enums import GroupType, LocationType, Paradigm
+    try:
+        reader_cm = otf2.reader.open(str(anchor))
+        reader = reader_cm.__enter__()
+    except Exception as e:   # the C library reports every malformed archive as a generic error
+        raise UserError(f"{anchor}: not a readable OTF2 archive ({str(e).splitlines()[0] if str(e) else type(e).__name__})") from None
+    try:
+        defs = reader.definitions
+        saved = _saved_meta(defs)
+        res = defs.clock_properties.timer_resolution
+        zero = saved.get("time_zero_ticks", defs.clock_properties.global_offset) if saved else defs.clock_properties.global_offset
+        rank_of = _rank_map(defs, GroupType, LocationType, Paradigm)
+        nranks = len(set(rank_of.values()))
+        if nranks == 0:
+            raise UserError(f"{anchor}: the OTF2 archive defines no CPU locations")
+        regions, region_index = _read_regions(defs, saved)
+        comms, comm_id, self_comm_refs = _read_comms(defs, rank_of, GroupType, saved)
+        windows, win_id, win_members = _read_windows(defs, comms, comm_id, saved)
+        rows: list[list[tuple]] = [[] for _ in range(nranks)]
+        skipped = 0
+        next_self = max(comms, default=-1) + 1
+        self_ids: dict[tuple[int, int], int] = {}
+
+        def comm_of(comm, rank):
+            nonlocal next_self
+            if comm._ref in self_comm_refs:     # MPI_COMM_SELF: a one-member communicator per rank
+                key = (comm._ref, rank)
+                if key not in self_ids:
+                    self_ids[key] = next_self
+                    comms[next_self] = [rank]
+                    next_self += 1
+                return self_ids[key]
+            if comm._ref not in comm_id:
+                raise UserError(f"{anchor}: event refers to communicator {comm.name!r} whose group is not an MPI group")
+            return comm_id[comm._ref]
+
+        def world(cid, crank):
+            members = comms[cid]
+            if not 0 <= crank < len(members):
+                raise UserError(f"{anchor}: rank {crank} is outside communicator {cid} of size {len(members)}")
+            return members[crank]
+
+        for location, ev in reader.events:
+            rank = rank_of.get(location._ref)
+            if rank is None:
+                skipped += 1
+                continue
+            t = ev.time
+            out = rows[rank]
+            if isinstance(ev, E.Enter):
+                out.append((t, ENTER, region_index[ev.region._ref], -1, 0, -1, 0, 0, -1))
+            elif isinstance(ev, E.Leave):
+                out.append((t, EXIT, region_index[ev.region._ref], -1, 0, -1, 0, 0, -1))
+            elif isinstance(ev, (E.MpiSend, E.MpiIsend)):
+                c = comm_of(ev.communicator, rank)
+                req = ev.request_id if isinstance(ev, E.MpiIsend) else -1
+                out.append((t, ISEND if req != -1 else SEND, -1, world(c, ev.receiver), ev.msg_tag, c,
+                            ev.msg_length, 0, req))
+            elif isinstance(ev, (E.MpiRecv, E.MpiIrecv)):
+                c = comm_of(ev.communicator, rank)
+                req = ev.request_id if isinstance(ev, E.MpiIrecv) else -1
+                out.append((t, IRECV if req != -1 else RECV, -1, world(c, ev.sender), ev.msg_tag, c,
+                            ev.msg_length, 0, req))
+            elif isinstance(ev, E.MpiIsendComplete):
+                out.append((t, ISEND_COMPLETE, -1, -1, 0, -1, 0, 0, ev.request_id))
+            elif isinstance(ev, E.MpiIrecvRequest):
+                out.append((t, IRECV_REQUEST, -1, -1, 0, -1, 0, 0, ev.request_id))
+            elif isinstance(ev, E.MpiRequestCancelled):
+                out.append((t, REQUEST_CANCELLED, -1, -1, 0, -1, 0, 0, ev.request_id))
+            elif isinstance(ev, E.MpiCollectiveBegin):
+                out.append((t, COLL_BEGIN, -1, -1, 0, -1, 0, 0, -1))
+            elif isinstance(ev, E.MpiCollectiveEnd):
+                c = comm_of(ev.communicator, rank)
+                root = -1 if ev.root == UNDEFINED_U32 else world(c, ev.root)
+                out.append((t, COLL_END, -1, root, 0, c, ev.size_sent, ev.size_received, -1))
+            elif isinstance(ev, (E.RmaPut, E.RmaGet, E.RmaAtomic, E.RmaSync)):
+                w = win_id[ev.win._ref]
+                members = win_members[w]
+                target = -1 if ev.remote == UNDEFINED_U32 or ev.remote >= len(members) else members[ev.remote]
+                if isinstance(ev, E.RmaSync):
+                    out.append((t, RMA_SYNC, -1, target, 0, w, 0, 0, -1))
+                elif isinstance(ev, E.RmaAtomic):
+                    out.append((t, RMA_ACC, -1, target, 0, w, ev.bytes_sent, ev.bytes_received, _req(ev.matching_id)))
+                else:
+                    out.append((t, RMA_PUT if isinstance(ev, E.RmaPut) else RMA_GET, -1, target, 0, w,
+                                ev.bytes, 0, _req(ev.matching_id)))
+            # other records (metrics, parameters, buffer flushes, OpenMP) carry nothing this model holds
+        events = [_to_array(r, zero, res) for r in rows]
+        meta = dict(saved.get("meta", {})) if saved else {"source": "otf2", "otf2_timer_resolution": res}
+        if skipped:
+            meta["otf2_skipped_events"] = skipped
+        return Trace(regions=regions, comms=comms, events=events, windows=windows, meta=meta)
+    except UserError:
+        raise
+    except Exception as e:
+        raise UserError(f"{anchor}: cannot read this OTF2 archive ({type(e).__name__}: {e})") from None
+    finally:
+        reader_cm.__exit__(None, None, None)
+
+
+def _req(matching_id: int) -> int:
+    return -1 if matching_id >= 2**63 else int(matching_id)
+
+
+def _to_array(rows: list[tuple], zero: int, res: int) -> np.ndarray:
+    ev = make_events(len(rows))
+    if rows:
+        cols = list(zip(*rows))
+        ticks = np.array(cols[0], dtype=np.int64) - np.int64(zero)
+        ev["time"] = ticks / res
+        for j, name in enumerate(("kind", "region", "peer", "tag", "comm", "bytes", "bytes_recv", "request"), 1):
+            ev[name] = np.array(cols[j], dtype=np.int64)
+    return ev
+
+
+def _text(s) -> str:
+    """A string field: the reader gives str, a definition or None (undefined)."""
+    if s is None:
+        return ""
+    return s if isinstance(s, str) else str(getattr(s, "name", s))
+
+
+def _saved_meta(defs) -> dict:
+    for a in defs.attributes:
+        if a.name == META_ATTRIBUTE:
+            try:
+                return json.loads(a.description)
+            except ValueError:
+                return {}
+    return {}
+
+
+def _rank_map(defs, GroupType, LocationType, Paradigm) -> dict[int, int]:
+    """location ref -> world rank."""
+    for g in defs.groups:
+        if g.group_type == GroupType.COMM_LOCATIONS and g.paradigm == Paradigm.MPI:
+            return {loc._ref: r for r, loc in enumerate(g.members)}
+    # No MPI: process location groups in definition order are the ranks; first CPU thread of each.
+    rank_of: dict[int, int] = {}
+    firsts: dict[int, int] = {}
+    for loc in defs.locations:
+        if loc.type == LocationType.CPU_THREAD and loc.group._ref not in firsts:
+            firsts[loc.group._ref] = loc._ref
+    for r, gref in enumerate(sorted(firsts)):
+        rank_of[firsts[gref]] = r
+    return rank_of
+
+
+def _read_regions(defs, saved: dict) -> tuple[list[Region], dict[int, int]]:
+    vertices = saved.get("region_vertices", []) if saved else []
+    regions, index = [], {}
+    for i, r in enumerate(defs.regions):
+        index[r._ref] = i
+        regions.append(Region(name=r.name, file=_text(r.source_file),
+                              line=int(r.begin_line_number), vertex=int(vertices[i]) if i < len(vertices) else -1))
+    return regions, index
+
+
+def _read_comms(defs, rank_of, GroupType, saved: dict):
+    ids = saved.get("comm_ids") if saved else None
+    comms, comm_id, self_refs = {}, {}, set()
+    for k, c in enumerate(defs.comms):
+        group = getattr(c, "group", None)
+        if group is None:
+            continue                      # inter-communicators are not modelled
+        if group.group_type == GroupType.COMM_SELF:
+            self_refs.add(c._ref)
+            continue
+        if group.group_type != GroupType.COMM_GROUP:
+            continue                      # e.g. Score-P's "Process x Threads" measurement communicator
+        members = [rank_of.get(loc._ref) for loc in group.members]
+        if any(m is None for m in members):
+            continue
+        cid = int(ids[k]) if ids and k < len(ids) else c._ref
+        comms[cid] = members
+        comm_id[c._ref] = cid
+    return comms, comm_id, self_refs
+
+
+def _read_windows(defs, comms, comm_id, saved: dict):
+    ids = saved.get("window_ids") if saved else None
+    windows, win_id, members = {}, {}, {}
+    for k, w in enumerate(defs.rma_wins):
+        wid = int(ids[k]) if ids and k < len(ids) else w._ref
+        win_id[w._ref] = wid
+        cid = comm_id.get(w.comm._ref, -1)
+        windows[wid] = cid
+        members[wid] = comms.get(cid, [])
+    return windows, win_id, members
+
+
+# -------------------------------------------------------------------------------------------- write
+
+def write_otf2(trace: Trace, anchor: str | os.PathLike) -> None:
+    """Write the archive whose anchor file is `anchor` (must end in .otf2, basename > 5 characters,
+    as scout requires).  The archive directory beside it must not exist yet."""
+    otf2 = _otf2()
+    from otf2 import events as E
+    from otf2.enums import (CollectiveOp, GroupType, LocationGroupType, LocationType, Paradigm,
+                            RegionRole, RmaAtomicType, RmaSyncType, Type)
+    anchor = pathlib.Path(anchor)
+    if anchor.suffix != ".otf2" or len(anchor.name) <= 5 + len(".otf2"):
+        raise UserError(f"{anchor}: an OTF2 anchor must end in .otf2 with a base name longer than 5 characters "
+                        f"(e.g. traces.otf2), or Scalasca will not open it")
+    archive_dir, name = anchor.parent, anchor.stem
+    if anchor.exists() or (archive_dir / name).exists():
+        raise UserError(f"{anchor}: an OTF2 archive of that name already exists; choose another name or remove it")
+    archive_dir.mkdir(parents=True, exist_ok=True)
+    n = trace.nranks
+    tmin = min((float(e["time"][0]) for e in trace.events if len(e)), default=0.0)
+    tmax = max((float(e["time"][-1]) for e in trace.events if len(e)), default=0.0)
+    zero = 0 if tmin >= 0 else int(np.ceil(-tmin * RESOLUTION))   # ticks are unsigned
+    saved = {"time_zero_ticks": zero, "comm_ids": sorted(trace.comms), "window_ids": sorted(trace.windows),
+             "region_vertices": [r.vertex for r in trace.regions], "meta": trace.meta}
+    regions = list(trace.regions)
+    init_idx = _find_or_add(regions, "MPI_Init")
+    fin_idx = _find_or_add(regions, "MPI_Finalize")
+    try:
+        with otf2.writer.open(str(archive_dir), archive_name=name, timer_resolution=RESOLUTION) as w:
+            d = w.definitions
+            d.attribute(META_ATTRIBUTE, description=json.dumps(saved, separators=(",", ":")), type=Type.STRING)
+            node = d.system_tree_node("machine")
+            groups = [d.location_group(f"MPI Rank {r}", location_group_type=LocationGroupType.PROCESS,
+                                       system_tree_parent=node) for r in range(n)]
+            locs = [d.location("Master thread", type=LocationType.CPU_THREAD, group=g) for g in groups]
+            d.group("MPI_COMM_WORLD locations", group_type=GroupType.COMM_LOCATIONS, paradigm=Paradigm.MPI,
+                    members=locs)
+            comm_def = {}
+            for cid in sorted(trace.comms):
+                members = [int(m) for m in trace.comms[cid]]
+                g = d.group(f"comm {cid} group", group_type=GroupType.COMM_GROUP, paradigm=Paradigm.MPI,
+                            members=members)
+                cname = "MPI_COMM_WORLD" if members == list(range(n)) and "MPI_COMM_WORLD" not in \
+                    {c.name for c in comm_def.values()} else f"MPI comm {cid}"
+                comm_def[cid] = d.comm(cname, group=g)
+            win_def = {wid: d.rma_win(f"window {wid}", comm=comm_def[trace.windows[wid]]) for wid in sorted(trace.windows)}
+            region_def = [_region_def(d, r, Paradigm, RegionRole) for r in regions]
+            for rank in range(n):
+                _write_rank(w.event_writer_from_location(locs[rank]), trace, rank, region_def, comm_def, win_def,
+                            init_idx, fin_idx, tmin, tmax, zero, E, CollectiveOp, RmaAtomicType, RmaSyncType)
+    except UserError:
+        shutil.rmtree(archive_dir / name, ignore_errors=True)
+        anchor.unlink(missing_ok=True)
+        raise
+
+
+def _find_or_add(regions: list[Region], name: str) -> int:
+    for i, r in enumerate(regions):
+        if r.name == name:
+            return i
+    regions.append(Region(name=name, file="MPI"))
+    return len(regions) - 1
+
+
+def _region_def(d, r: Region, Paradigm, RegionRole):
+    if not r.is_mpi:
+        return d.region(r.name, canonical_name=r.name, source_file=r.file or None, begin_line_number=r.line,
+                        end_line_number=r.line, paradigm=Paradigm.USER, region_role=RegionRole.FUNCTION)
+    op = r.name[4:].lower() if r.name.upper().startswith("MPI_") else ""
+    if op in _COLLECTIVES:
+        role = getattr(RegionRole, _COLLECTIVES[op][1])
+    elif op in _P2P:
+        role = RegionRole.POINT2POINT
+    else:
+        role = RegionRole.FUNCTION
+    # scout classifies MPI regions by the source file "MPI" alone; the name keeps its MPI spelling.
+    return d.region(r.name, canonical_name=r.name, source_file="MPI", begin_line_number=r.line,
+                    end_line_number=r.line, paradigm=Paradigm.MPI, region_role=role)
+
+
+def _write_rank(out, trace, rank, region_def, comm_def, win_def, init_idx, fin_idx, tmin, tmax, zero,
+                E, CollectiveOp, RmaAtomicType, RmaSyncType) -> None:
+    ev = trace.events[rank]
+    ticks = (np.rint(ev["time"] * RESOLUTION).astype(np.int64) + zero).tolist()
+    regions_entered = set(ev["region"][ev["kind"] == ENTER].tolist())
+    if init_idx not in regions_entered:
+        t = int(round(tmin * RESOLUTION)) + zero
+        out(E.Enter(t, region_def[init_idx]))
+        out(E.Leave(t, region_def[init_idx]))
+    stack: list[int] = []
+    comm_rank = {cid: {m: i for i, m in enumerate(members)} for cid, members in trace.comms.items()}
+    win_rank = {wid: comm_rank.get(cid, {}) for wid, cid in trace.windows.items()}
+    for t, kind, region, peer, tag, comm, nbytes, nrecv, req in zip(
+            ticks, *(ev[f].tolist() for f in ("kind", "region", "peer", "tag", "comm", "bytes", "bytes_recv", "request"))):
+        if kind == ENTER:
+            stack.append(region)
+            out(E.Enter(t, region_def[region]))
+        elif kind == EXIT:
+            top = stack.pop() if stack else region
+            out(E.Leave(t, region_def[region if region >= 0 else top]))
+        elif kind in (SEND, ISEND):
+            if kind == SEND:
+                out(E.MpiSend(t, comm_rank[comm][peer], comm_def[comm], tag, nbytes))
+            else:
+                out(E.MpiIsend(t, comm_rank[comm][peer], comm_def[comm], tag, nbytes, req))
+        elif kind in (RECV, IRECV):
+            if kind == RECV:
+                out(E.MpiRecv(t, comm_rank[comm][peer], comm_def[comm], tag, nbytes))
+            else:
+                out(E.MpiIrecv(t, comm_rank[comm][peer], comm_def[comm], tag, nbytes, req))
+        elif kind == ISEND_COMPLETE:
+            out(E.MpiIsendComplete(t, req))
+        elif kind == IRECV_REQUEST:
+            out(E.MpiIrecvRequest(t, req))
+        elif kind == REQUEST_CANCELLED:
+            out(E.MpiRequestCancelled(t, req))
+        elif kind == COLL_BEGIN:
+            out(E.MpiCollectiveBegin(t))
+        elif kind == COLL_END:
+            op = _collective_op(trace, stack, CollectiveOp)
+            root = UNDEFINED_U32 if peer < 0 else comm_rank[comm][peer]
+            out(E.MpiCollectiveEnd(t, op, comm_def[comm], root, nbytes, nrecv))
+        elif kind in (RMA_PUT, RMA_GET, RMA_ACC, RMA_SYNC):
+            remote = win_rank[comm].get(peer, UNDEFINED_U32)
+            mid = req if req >= 0 else 2**64 - 1
+            if kind == RMA_PUT:
+                out(E.RmaPut(t, win_def[comm], remote, nbytes, mid))
+            elif kind == RMA_GET:
+                out(E.RmaGet(t, win_def[comm], remote, nbytes, mid))
+            elif kind == RMA_ACC:
+                out(E.RmaAtomic(t, win_def[comm], remote, RmaAtomicType.ACCUMULATE, nbytes, nrecv, mid))
+            else:
+                out(E.RmaSync(t, win_def[comm], remote, RmaSyncType.MEMORY))
+    if fin_idx not in regions_entered:
+        t = int(round(tmax * RESOLUTION)) + zero
+        out(E.Enter(t, region_def[fin_idx]))
+        out(E.Leave(t, region_def[fin_idx]))
+
+
+def _collective_op(trace: Trace, stack: list[int], CollectiveOp):
+    name = trace.regions[stack[-1]].name if stack else ""
+    op = name[4:].lower() if name.upper().startswith("MPI_") else ""
+    if op.startswith("i") and op[1:] in _COLLECTIVES:
+        op = op[1:]                       # non-blocking collectives carry the blocking op
+    return getattr(CollectiveOp, _COLLECTIVES.get(op, ("BARRIER",))[0])

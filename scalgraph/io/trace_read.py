@@ -1,0 +1,81 @@
+"""One entry point for every trace format: the format is detected from the content, never the name.
+
+    read_trace(path) -> Trace        own binary, JSON, OTF2 anchor file, or a directory holding one
+    write_trace(trace, path, fmt)    fmt in FORMATS; nothing existing is overwritten
+
+Every problem with the input ends as one UserError line (no traceback), and reading never blocks:
+files are read whole, no locks, no network.
+"""
+from __future__ import annotations
+
+import os
+import pathlib
+
+from scalgraph.errors import UserError
+from scalgraph.io import trace_binary, trace_json, trace_otf2
+from scalgraph.model.trace import Trace
+
+FORMATS = ("binary", "json", "otf2")
+_HEAD_BYTES = 64
+
+
+def read_trace(path: str | os.PathLike, validate: bool = True) -> Trace:
+    """Read a trace in any supported format; with `validate`, run the structural checks as well."""
+    p = pathlib.Path(path)
+    if not p.exists():
+        raise UserError(f"{p}: no such file or directory")
+    if p.is_dir():
+        p = _anchor_in_directory(p)
+    try:
+        with open(p, "rb") as f:
+            head = f.read(_HEAD_BYTES)
+    except OSError as e:
+        raise UserError(f"{p}: cannot read ({e.strerror})") from None
+    try:
+        if trace_binary.is_binary_trace(head):
+            trace = trace_binary.read_binary(p)
+        elif trace_otf2.is_otf2_anchor(head):
+            trace = trace_otf2.read_otf2(p)
+        elif trace_json.looks_like_json_trace(head):
+            trace = trace_json.read_json(p)
+        else:
+            raise UserError(f"{p}: not a trace scalgraph can read (expected a scalgraph binary trace, a JSON "
+                            f"trace or an OTF2 anchor file such as traces.otf2)")
+    except OSError as e:
+        raise UserError(f"{p}: cannot read ({e.strerror or e})") from None
+    except MemoryError:
+        raise UserError(f"{p}: the trace does not fit in memory") from None
+    if validate:
+        from scalgraph.trace.validate import check_trace
+        check_trace(trace, where=str(p))
+    return trace
+
+
+def write_trace(trace: Trace, path: str | os.PathLike, fmt: str = "binary") -> None:
+    """Write after the structural checks; refuses to overwrite an existing file or archive."""
+    from scalgraph.trace.validate import check_trace
+    if fmt not in FORMATS:
+        raise UserError(f"unknown trace format {fmt!r}; use one of {', '.join(FORMATS)}")
+    p = pathlib.Path(path)
+    if fmt != "otf2" and p.exists():
+        raise UserError(f"{p}: already exists; choose another name or remove it")
+    check_trace(trace, where="trace to write")
+    try:
+        if fmt == "binary":
+            trace_binary.write_binary(trace, p)
+        elif fmt == "json":
+            trace_json.write_json(trace, p)
+        else:
+            trace_otf2.write_otf2(trace, p)
+    except OSError as e:
+        raise UserError(f"{p}: cannot write ({e.strerror or e})") from None
+
+
+def _anchor_in_directory(d: pathlib.Path) -> pathlib.Path:
+    """A Score-P experiment directory holds traces.otf2; accept any single *.otf2 anchor."""
+    anchors = sorted(d.glob("*.otf2"))
+    if len(anchors) == 1:
+        return anchors[0]
+    if not anchors:
+        raise UserError(f"{d}: directory holds no OTF2 anchor file (*.otf2); pass the trace file itself")
+    raise UserError(f"{d}: directory holds several OTF2 anchors ({', '.join(a.name for a in anchors[:4])}); pass one")

@@ -1,0 +1,210 @@
+"""Structural checks of a Trace before any analysis: each failure is one clear UserError line.
+
+Checked: the event layout; finite, non-decreasing times per location; known event kinds and regions;
+properly nested ENTER/EXIT (an EXIT that names a region must close that region); communicators and
+windows that exist, with members that are world ranks; peers and roots that belong to the
+communicator; every point-to-point message sent as often as received per (src, dst, tag, comm);
+non-blocking completions that refer to a request opened earlier; every member of a communicator
+taking part in the same number of collectives.  Clock-condition violations are NOT structural
+errors; scalgraph.trace.clock finds and corrects them.  All checks are numpy-vectorised except the
+request bookkeeping, which loops over non-blocking events only.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from scalgraph.errors import UserError
+from scalgraph.model.trace import (COLL_BEGIN, COLL_END, ENTER, EVENT_DTYPE, EVENT_KINDS, EXIT, IRECV,
+                                   IRECV_REQUEST, ISEND, ISEND_COMPLETE, RECV, RMA_ACC, RMA_GET, RMA_PUT,
+                                   RMA_SYNC, SEND, Trace)
+
+P2P_SENDS = (SEND, ISEND)
+P2P_RECVS = (RECV, IRECV)
+RMA_KINDS = (RMA_PUT, RMA_GET, RMA_ACC, RMA_SYNC)
+
+
+def check_trace(trace: Trace, where: str = "trace") -> None:
+    """Raise UserError (one line, naming rank and event index) on the first structural problem."""
+    n = trace.nranks
+    if n == 0:
+        raise UserError(f"{where}: the trace has no locations")
+    _check_definitions(trace, where)
+    nregions = len(trace.regions)
+    for rank, ev in enumerate(trace.events):
+        at = f"{where}: rank {rank}"
+        if ev.dtype != EVENT_DTYPE:
+            raise UserError(f"{at}: events are not in scalgraph's event layout")
+        _check_times(ev, at)
+        _check_kinds_and_regions(ev, nregions, at)
+        _check_nesting(ev, at)
+        _check_references(trace, rank, ev, at)
+        _check_requests(ev, at)
+    _check_messages_matched(trace, where)
+    _check_collectives_matched(trace, where)
+
+
+def _check_definitions(trace: Trace, where: str) -> None:
+    n = trace.nranks
+    for c, members in trace.comms.items():
+        m = np.asarray(members, dtype=np.int64)
+        if len(m) == 0 or m.min() < 0 or m.max() >= n or len(np.unique(m)) != len(m):
+            raise UserError(f"{where}: communicator {c} has members {members[:8]} that are not distinct "
+                            f"world ranks 0..{n - 1}")
+    for w, c in trace.windows.items():
+        if c not in trace.comms:
+            raise UserError(f"{where}: RMA window {w} refers to unknown communicator {c}")
+
+
+def _check_times(ev: np.ndarray, at: str) -> None:
+    t = ev["time"]
+    if not np.isfinite(t).all():
+        i = int(np.flatnonzero(~np.isfinite(t))[0])
+        raise UserError(f"{at} event {i}: timestamp is not a finite number")
+    back = np.flatnonzero(np.diff(t) < 0)
+    if len(back):
+        i = int(back[0]) + 1
+        raise UserError(f"{at} event {i}: time goes backwards ({t[i]:.9g} s after {t[i - 1]:.9g} s); "
+                        f"timestamps must be non-decreasing per location")
+
+
+def _check_kinds_and_regions(ev: np.ndarray, nregions: int, at: str) -> None:
+    bad = np.flatnonzero(ev["kind"] >= len(EVENT_KINDS))
+    if len(bad):
+        raise UserError(f"{at} event {int(bad[0])}: unknown event kind {int(ev['kind'][bad[0]])}")
+    kinds, region = ev["kind"], ev["region"]
+    bad = np.flatnonzero((kinds == ENTER) & ((region < 0) | (region >= nregions)))
+    if len(bad):
+        raise UserError(f"{at} event {int(bad[0])}: ENTER of undefined region {int(region[bad[0]])} "
+                        f"(the trace defines {nregions})")
+    bad = np.flatnonzero((kinds == EXIT) & (region >= nregions))
+    if len(bad):
+        raise UserError(f"{at} event {int(bad[0])}: EXIT of undefined region {int(region[bad[0]])}")
+
+
+def _check_nesting(ev: np.ndarray, at: str) -> None:
+    """ENTER/EXIT must nest.  Vectorised: give ENTER the depth after it and EXIT the depth before it;
+    sorted stably by that level, each level must then read ENTER, EXIT, ENTER, EXIT, ... and each
+    EXIT's (optional) region must equal the ENTER just before it on its level."""
+    idx = np.flatnonzero((ev["kind"] == ENTER) | (ev["kind"] == EXIT))
+    if len(idx) == 0:
+        return
+    is_enter = ev["kind"][idx] == ENTER
+    depth_after = np.cumsum(np.where(is_enter, 1, -1))
+    if depth_after.min() < 0:
+        i = int(idx[np.flatnonzero(depth_after < 0)[0]])
+        raise UserError(f"{at} event {i}: EXIT without a matching ENTER (regions are not properly nested)")
+    if depth_after[-1] != 0:
+        raise UserError(f"{at}: {int(depth_after[-1])} region(s) entered but never exited "
+                        f"(truncated trace?); every ENTER needs its EXIT")
+    level = np.where(is_enter, depth_after, depth_after + 1)
+    order = np.lexsort((idx, level))
+    ent, ex = idx[order][0::2], idx[order][1::2]
+    regions = ev["region"]
+    wrong = np.flatnonzero((regions[ex] >= 0) & (regions[ex] != regions[ent]))
+    if len(wrong):
+        j = int(wrong[0])
+        raise UserError(f"{at} event {int(ex[j])}: EXIT of region {int(regions[ex[j]])} closes ENTER of region "
+                        f"{int(regions[ent[j]])} at event {int(ent[j])} (regions are not properly nested)")
+
+
+def _check_references(trace: Trace, rank: int, ev: np.ndarray, at: str) -> None:
+    kinds = ev["kind"]
+    uses_comm = np.isin(kinds, P2P_SENDS + P2P_RECVS + (COLL_END,))
+    for c in np.unique(ev["comm"][uses_comm]).tolist():
+        sel = uses_comm & (ev["comm"] == c)
+        first = int(np.flatnonzero(sel)[0])
+        if c not in trace.comms:
+            raise UserError(f"{at} event {first}: unknown communicator {c}; define it in the trace's communicators")
+        members = np.asarray(trace.comms[c])
+        if rank not in members:
+            raise UserError(f"{at} event {first}: rank {rank} uses communicator {c} but is not one of its members")
+        p2p = sel & np.isin(kinds, P2P_SENDS + P2P_RECVS)
+        bad = np.flatnonzero(p2p & ~np.isin(ev["peer"], members))
+        if len(bad):
+            raise UserError(f"{at} event {int(bad[0])}: peer {int(ev['peer'][bad[0]])} is not a member of "
+                            f"communicator {c}")
+        coll = sel & (kinds == COLL_END)
+        bad = np.flatnonzero(coll & (ev["peer"] >= 0) & ~np.isin(ev["peer"], members))
+        if len(bad):
+            raise UserError(f"{at} event {int(bad[0])}: collective root {int(ev['peer'][bad[0]])} is not a member "
+                            f"of communicator {c}")
+    rma = np.isin(kinds, RMA_KINDS)
+    for w in np.unique(ev["comm"][rma]).tolist():
+        if w not in trace.windows:
+            first = int(np.flatnonzero(rma & (ev["comm"] == w))[0])
+            raise UserError(f"{at} event {first}: unknown RMA window {w}; define it in the trace's windows")
+    bad = np.flatnonzero(np.isin(kinds, (RMA_PUT, RMA_GET, RMA_ACC)) & ((ev["peer"] < 0) | (ev["peer"] >= trace.nranks)))
+    if len(bad):
+        raise UserError(f"{at} event {int(bad[0])}: RMA target {int(ev['peer'][bad[0]])} is not a world rank")
+
+
+def _check_requests(ev: np.ndarray, at: str) -> None:
+    """ISEND_COMPLETE and IRECV must complete a request opened earlier on the same rank by
+    ISEND / IRECV_REQUEST; a request id may be reused once completed."""
+    sel = np.flatnonzero(np.isin(ev["kind"], (ISEND, ISEND_COMPLETE, IRECV_REQUEST, IRECV)))
+    open_send: set[int] = set()
+    open_recv: set[int] = set()
+    for i, kind, req in zip(sel.tolist(), ev["kind"][sel].tolist(), ev["request"][sel].tolist()):
+        if kind == ISEND:
+            open_send.add(req)
+        elif kind == IRECV_REQUEST:
+            open_recv.add(req)
+        elif kind == ISEND_COMPLETE:
+            if req not in open_send:
+                raise UserError(f"{at} event {i}: ISEND_COMPLETE of request {req} that no earlier ISEND opened")
+            open_send.discard(req)
+        else:
+            if req not in open_recv:
+                raise UserError(f"{at} event {i}: IRECV of request {req} that no earlier IRECV_REQUEST opened")
+            open_recv.discard(req)
+
+
+def _message_keys(trace: Trace, kinds: tuple[int, ...], sender_is_self: bool) -> np.ndarray:
+    rows = []
+    for rank, ev in enumerate(trace.events):
+        sel = np.isin(ev["kind"], kinds)
+        k = np.empty((int(sel.sum()), 4), dtype=np.int64)
+        me = np.full(len(k), rank)
+        k[:, 0] = me if sender_is_self else ev["peer"][sel]
+        k[:, 1] = ev["peer"][sel] if sender_is_self else me
+        k[:, 2] = ev["tag"][sel]
+        k[:, 3] = ev["comm"][sel]
+        rows.append(k)
+    return np.concatenate(rows) if rows else np.empty((0, 4), dtype=np.int64)
+
+
+def _check_messages_matched(trace: Trace, where: str) -> None:
+    sends = _message_keys(trace, P2P_SENDS, True)
+    recvs = _message_keys(trace, P2P_RECVS, False)
+    s_keys, s_counts = np.unique(sends, axis=0, return_counts=True)
+    r_keys, r_counts = np.unique(recvs, axis=0, return_counts=True)
+    if len(s_keys) == len(r_keys) and np.array_equal(s_keys, r_keys) and np.array_equal(s_counts, r_counts):
+        return
+    counts: dict[tuple, list[int]] = {}
+    for keys, cnt, slot in ((s_keys, s_counts, 0), (r_keys, r_counts, 1)):
+        for key, c in zip(map(tuple, keys.tolist()), cnt.tolist()):
+            counts.setdefault(key, [0, 0])[slot] = c
+    for (src, dst, tag, comm), (ns, nr) in sorted(counts.items()):
+        if ns != nr:
+            raise UserError(f"{where}: unmatched messages from rank {src} to rank {dst} (tag {tag}, communicator "
+                            f"{comm}): {ns} sent, {nr} received; the trace is incomplete or inconsistent")
+
+
+def _check_collectives_matched(trace: Trace, where: str) -> None:
+    for rank, ev in enumerate(trace.events):
+        nb, ne = int((ev["kind"] == COLL_BEGIN).sum()), int((ev["kind"] == COLL_END).sum())
+        if nb != ne:
+            raise UserError(f"{where}: rank {rank} has {nb} COLL_BEGIN but {ne} COLL_END events")
+    per_comm: dict[int, dict[int, int]] = {}
+    for rank, ev in enumerate(trace.events):
+        comms, counts = np.unique(ev["comm"][ev["kind"] == COLL_END], return_counts=True)
+        for c, k in zip(comms.tolist(), counts.tolist()):
+            per_comm.setdefault(c, {})[rank] = k
+    for c, by_rank in sorted(per_comm.items()):
+        members = trace.comms.get(c, [])
+        counts = {r: by_rank.get(r, 0) for r in members}
+        if len(set(counts.values())) > 1:
+            lo = min(counts, key=counts.get)
+            hi = max(counts, key=counts.get)
+            raise UserError(f"{where}: unmatched collective on communicator {c}: rank {hi} took part in "
+                            f"{counts[hi]} collectives, rank {lo} in {counts[lo]}")
