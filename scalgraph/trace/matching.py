@@ -1,0 +1,298 @@
+"""Match the events of a trace to each other, vectorised over numpy arrays.
+
+Everything works on the *flat* trace: all ranks' event arrays end to end, so an event is one global
+index (``flat.offsets[rank] + local index``).  Results are numpy index arrays, never Python objects
+per event, so the replay passes can stay vectorised.
+
+- ``flatten``: the flat trace.
+- ``match_regions``: ENTER/EXIT pairs, the region each event belongs to, call-path ids.
+- ``match_requests``: ISEND..ISEND_COMPLETE and IRECV_REQUEST..IRECV by request id (ids are reused
+  after completion, so each begin pairs with the next completion of the same id on its rank).
+- ``match_messages``: sends to receives by MPI's non-overtaking rule: FIFO per (src, dst, tag, comm),
+  senders in send order, receivers in *posting* order (MPI_Recv, or the MPI_Irecv call).
+- ``match_collectives``: per communicator, the k-th collective of every member is instance k.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from scalgraph.errors import UserError
+from scalgraph.model import trace as tm
+
+
+@dataclass
+class Flat:
+    ev: np.ndarray          # EVENT_DTYPE, all ranks end to end
+    rank: np.ndarray        # int32 world rank of each event
+    offsets: np.ndarray     # int64 [nranks + 1]: rank r owns ev[offsets[r]:offsets[r+1]]
+
+    @property
+    def nranks(self) -> int:
+        return len(self.offsets) - 1
+
+
+@dataclass
+class Nesting:
+    partner: np.ndarray     # ENTER -> its EXIT, EXIT -> its ENTER, else -1
+    owner: np.ndarray       # ENTER of the region the event belongs to (ENTER/EXIT: that region; others: innermost open region), -1 outside all
+    callpath: np.ndarray    # call path of `owner`, -1 outside all regions
+    cp_after: np.ndarray    # call path that the time after this event (up to the next one) is spent in
+    cp_parent: np.ndarray   # call-path table: parent call path (-1 for roots)
+    cp_region: np.ndarray   # call-path table: region index
+
+    @property
+    def ncallpaths(self) -> int:
+        return len(self.cp_region)
+
+
+@dataclass
+class Messages:
+    send_evt: np.ndarray    # SEND/ISEND event
+    recv_evt: np.ndarray    # RECV/IRECV event (the completion of the receive)
+    send_op: np.ndarray     # ENTER of the call that starts the send (MPI_Send, MPI_Isend, ...)
+    recv_op: np.ndarray     # ENTER of the call that completes the receive (MPI_Recv, MPI_Wait*, ...)
+    post_op: np.ndarray     # ENTER of the call that posts the receive (MPI_Recv or MPI_Irecv)
+    src: np.ndarray
+    dst: np.ndarray
+    tag: np.ndarray
+    comm: np.ndarray
+    blocking_send: np.ndarray   # bool: SEND (not ISEND)
+    unmatched_send: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    unmatched_recv: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+
+    def __len__(self) -> int:
+        return len(self.send_evt)
+
+
+@dataclass
+class CommInstances:
+    comm: int
+    members: np.ndarray     # world ranks in communicator-rank order
+    end_evt: np.ndarray     # [ninstances, size] COLL_END events
+    op: np.ndarray          # [ninstances, size] ENTER of the collective call
+
+
+def flatten(trace: tm.Trace) -> Flat:
+    lengths = np.array([len(e) for e in trace.events], dtype=np.int64)
+    offsets = np.concatenate(([0], np.cumsum(lengths)))
+    ev = np.concatenate(trace.events) if trace.events else tm.make_events(0)
+    rank = np.repeat(np.arange(len(lengths), dtype=np.int32), lengths)
+    return Flat(ev=ev, rank=rank, offsets=offsets)
+
+
+# --- regions -----------------------------------------------------------------------------------
+
+def _last_enter_at_level(enter_idx, enter_level, flat_rank, level, pos):
+    """For each query (level, pos): the last ENTER at `level` before `pos` on the same rank, or -1."""
+    n = len(flat_rank)
+    keys = enter_level.astype(np.int64) * (n + 1) + enter_idx
+    order = np.argsort(keys, kind="stable")
+    keys, enter_idx = keys[order], enter_idx[order]
+    q = level.astype(np.int64) * (n + 1) + pos
+    j = np.searchsorted(keys, q, side="left") - 1
+    found = np.where(j >= 0, enter_idx[np.maximum(j, 0)], -1)
+    ok = (j >= 0) & (keys[np.maximum(j, 0)] // (n + 1) == level)
+    ok &= flat_rank[np.maximum(found, 0)] == flat_rank[pos]
+    return np.where(ok & (level > 0), found, -1)
+
+
+def match_regions(flat: Flat) -> Nesting:
+    kind = flat.ev["kind"]
+    n = len(kind)
+    step = np.where(kind == tm.ENTER, 1, np.where(kind == tm.EXIT, -1, 0)).astype(np.int64)
+    depth = np.cumsum(step)
+    # restart the running depth at each rank
+    starts = flat.offsets[:-1]
+    base = np.zeros(flat.nranks, np.int64)
+    nonempty = flat.offsets[1:] > starts
+    base[nonempty] = depth[starts[nonempty]] - step[starts[nonempty]]
+    depth -= np.repeat(base, np.diff(flat.offsets))
+    if n and depth.min() < 0:
+        bad = int(np.argmax(depth < 0))
+        raise UserError(f"rank {flat.rank[bad]}: EXIT without a matching ENTER at event "
+                        f"{bad - flat.offsets[flat.rank[bad]]}; the trace is corrupt or truncated at the front")
+    pos = np.arange(n, dtype=np.int64)
+    is_enter, is_exit = kind == tm.ENTER, kind == tm.EXIT
+    # ENTER opens level depth_after; EXIT closes level depth_after + 1
+    level = np.where(is_exit, depth + 1, depth)
+    ee = np.flatnonzero(is_enter | is_exit)
+    order = np.lexsort((ee, level[ee], flat.rank[ee]))
+    ee = ee[order]
+    partner = np.full(n, -1, np.int64)
+    # within one (rank, level) group the sequence is ENTER, EXIT, ENTER, EXIT ...
+    nxt = ee[1:]
+    pair = is_enter[ee[:-1]] & is_exit[nxt] & (flat.rank[ee[:-1]] == flat.rank[nxt]) & (level[ee[:-1]] == level[nxt])
+    a, b = ee[:-1][pair], nxt[pair]
+    partner[a], partner[b] = b, a
+    # ENTERs left open at the end of a rank are tolerated (truncated run); a stray EXIT is not
+    if np.any(is_exit & (partner < 0)):
+        bad = int(np.flatnonzero(is_exit & (partner < 0))[0])
+        raise UserError(f"rank {flat.rank[bad]}: EXIT without a matching ENTER at event "
+                        f"{bad - flat.offsets[flat.rank[bad]]}; the trace is corrupt")
+
+    enter_idx = np.flatnonzero(is_enter)
+    enter_level = level[enter_idx]
+    # owner: ENTER itself, EXIT's ENTER, other events the innermost open region (level = depth)
+    owner = _last_enter_at_level(enter_idx, enter_level, flat.rank, depth, pos)
+    owner[is_enter] = pos[is_enter]
+    owner[is_exit] = partner[is_exit]
+    parent_enter = _last_enter_at_level(enter_idx, enter_level, flat.rank, enter_level - 1, enter_idx)
+
+    # call-path ids, level by level: a call path is (parent call path, region)
+    region = flat.ev["region"].astype(np.int64)
+    nreg = int(region.max()) + 2 if n else 1
+    cp_of_enter = np.full(n, -1, np.int64)
+    cp_parent: list[np.ndarray] = []
+    cp_region: list[np.ndarray] = []
+    ncp = 0
+    for lv in range(1, int(enter_level.max()) + 1 if len(enter_level) else 1):
+        sel = enter_idx[enter_level == lv]
+        par = parent_enter[enter_level == lv]
+        pcp = np.where(par >= 0, cp_of_enter[np.maximum(par, 0)], -1)
+        key = (pcp + 1) * nreg + (region[sel] + 1)
+        uniq, inv = np.unique(key, return_inverse=True)
+        cp_of_enter[sel] = ncp + inv
+        cp_parent.append(uniq // nreg - 1)
+        cp_region.append(uniq % nreg - 1)
+        ncp += len(uniq)
+    callpath = np.where(owner >= 0, cp_of_enter[np.maximum(owner, 0)], -1)
+    cp_after = callpath.copy()
+    # after an EXIT the time belongs to the parent region
+    ex = np.flatnonzero(is_exit)
+    par_of_exit = parent_enter_for(ex, partner, enter_idx, parent_enter)
+    cp_after[ex] = np.where(par_of_exit >= 0, cp_of_enter[np.maximum(par_of_exit, 0)], -1)
+    return Nesting(partner=partner, owner=owner, callpath=callpath, cp_after=cp_after,
+                   cp_parent=np.concatenate(cp_parent) if cp_parent else np.zeros(0, np.int64),
+                   cp_region=np.concatenate(cp_region) if cp_region else np.zeros(0, np.int64))
+
+
+def parent_enter_for(exits, partner, enter_idx, parent_enter):
+    """Parent ENTER of the region closed by each EXIT in `exits`."""
+    enters = partner[exits]
+    j = np.searchsorted(enter_idx, enters)
+    return parent_enter[j]
+
+
+def callpath_names(nest: Nesting, regions: list[tm.Region]) -> list[str]:
+    """'main/solve/MPI_Recv' for every call path id."""
+    names: list[str] = []
+    for par, reg in zip(nest.cp_parent.tolist(), nest.cp_region.tolist()):
+        own = regions[reg].name if 0 <= reg < len(regions) else f"region{reg}"
+        names.append(own if par < 0 else f"{names[par]}/{own}")
+    return names
+
+
+# --- requests and messages ----------------------------------------------------------------------
+
+def match_requests(flat: Flat, begin_kind: int, end_kind: int) -> np.ndarray:
+    """For each event: if it is a `begin_kind` event, the index of its completion (`end_kind` or
+    REQUEST_CANCELLED with the same request id, next on the same rank), else -1; and vice versa."""
+    kind, req = flat.ev["kind"], flat.ev["request"]
+    sel = np.flatnonzero(((kind == begin_kind) | (kind == end_kind) | (kind == tm.REQUEST_CANCELLED)) & (req >= 0))
+    order = np.lexsort((sel, req[sel], flat.rank[sel]))
+    sel = sel[order]
+    out = np.full(len(kind), -1, np.int64)
+    if len(sel) < 2:
+        return out
+    a, b = sel[:-1], sel[1:]
+    pair = ((kind[a] == begin_kind) & (kind[b] != begin_kind) & (req[a] == req[b])
+            & (flat.rank[a] == flat.rank[b]))
+    out[a[pair]], out[b[pair]] = b[pair], a[pair]
+    return out
+
+
+def _group_ordinal(keys: list[np.ndarray], order_key: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Sort rows by (keys..., order_key); return the order and each sorted row's position in its key group."""
+    order = np.lexsort((order_key, *keys[::-1]))
+    n = len(order)
+    if n == 0:
+        return order, np.zeros(0, np.int64)
+    change = np.zeros(n, bool)
+    change[0] = True
+    for k in keys:
+        ks = k[order]
+        change[1:] |= ks[1:] != ks[:-1]
+    start = np.maximum.accumulate(np.where(change, np.arange(n), 0))
+    return order, np.arange(n) - start
+
+
+def match_messages(flat: Flat, nest: Nesting) -> Messages:
+    ev, kind = flat.ev, flat.ev["kind"]
+    s = np.flatnonzero((kind == tm.SEND) | (kind == tm.ISEND))
+    r = np.flatnonzero((kind == tm.RECV) | (kind == tm.IRECV))
+    irecv_pair = match_requests(flat, tm.IRECV_REQUEST, tm.IRECV)
+    post_evt = np.where(kind[r] == tm.IRECV, irecv_pair[r], r)
+    # an IRECV without its IRECV_REQUEST (e.g. a trace cut at the front) posts at its own position
+    post_evt = np.where(post_evt >= 0, post_evt, r)
+
+    skeys = [flat.rank[s].astype(np.int64), ev["peer"][s].astype(np.int64),
+             ev["tag"][s].astype(np.int64), ev["comm"][s].astype(np.int64)]
+    rkeys = [ev["peer"][r].astype(np.int64), flat.rank[r].astype(np.int64),
+             ev["tag"][r].astype(np.int64), ev["comm"][r].astype(np.int64)]
+    so, sord = _group_ordinal(skeys, s)
+    ro, rord = _group_ordinal(rkeys, post_evt)
+    s_sorted, r_sorted = s[so], r[ro]
+    # join the two sides on (src, dst, tag, comm, ordinal)
+    side = np.concatenate((np.zeros(len(s), np.int8), np.ones(len(r), np.int8)))
+    rows = np.concatenate((s_sorted, r_sorted))
+    cols = [np.concatenate((k[so], q[ro])) for k, q in zip(skeys, rkeys)] + [np.concatenate((sord, rord))]
+    order = np.lexsort((side, *cols[::-1]))
+    side, rows = side[order], rows[order]
+    cols = [c[order] for c in cols]
+    same = np.ones(max(len(rows) - 1, 0), bool)
+    for c in cols:
+        same &= c[1:] == c[:-1]
+    pair = same & (side[:-1] == 0) & (side[1:] == 1)
+    send_evt, recv_evt = rows[:-1][pair], rows[1:][pair]
+    matched = np.zeros(len(rows), bool)
+    matched[:-1] |= pair
+    matched[1:] |= pair
+    unmatched_send = np.sort(rows[~matched & (side == 0)])
+    unmatched_recv = np.sort(rows[~matched & (side == 1)])
+
+    post_of = np.full(len(kind), -1, np.int64)
+    post_of[r] = post_evt
+    return Messages(
+        send_evt=send_evt, recv_evt=recv_evt,
+        send_op=nest.owner[send_evt], recv_op=nest.owner[recv_evt], post_op=nest.owner[post_of[recv_evt]],
+        src=flat.rank[send_evt].astype(np.int64), dst=flat.rank[recv_evt].astype(np.int64),
+        tag=ev["tag"][send_evt].astype(np.int64), comm=ev["comm"][send_evt].astype(np.int64),
+        blocking_send=kind[send_evt] == tm.SEND,
+        unmatched_send=unmatched_send, unmatched_recv=unmatched_recv)
+
+
+# --- collectives -------------------------------------------------------------------------------
+
+def match_collectives(flat: Flat, nest: Nesting, comms: dict[int, list[int]]) -> list[CommInstances]:
+    kind, comm = flat.ev["kind"], flat.ev["comm"]
+    ends = np.flatnonzero(kind == tm.COLL_END)
+    used = np.unique(comm[ends])
+    unknown = [int(c) for c in used if int(c) not in comms]
+    if unknown:
+        raise UserError(f"collective on unknown communicator {unknown[0]} (the trace defines "
+                        f"{len(comms)} communicators); the trace's definitions are incomplete")
+    order = np.lexsort((ends, flat.rank[ends], comm[ends]))
+    ends = ends[order]
+    out: list[CommInstances] = []
+    for c in used.tolist():
+        members = np.asarray(comms[c], np.int64)
+        these = ends[comm[ends] == c]
+        counts = np.bincount(flat.rank[these], minlength=flat.nranks)
+        if np.any(counts[members] != counts[members[0]]) or counts.sum() != counts[members].sum():
+            per = {int(m): int(counts[m]) for m in members if counts[m] != counts[members[0]]}
+            raise UserError(f"communicator {c}: members took part in different numbers of collectives "
+                            f"({int(counts[members[0]])} on rank {int(members[0])}, {per} elsewhere) "
+                            f"or a non-member did; the trace is truncated or inconsistent")
+        ninst = int(counts[members[0]])
+        if ninst == 0:
+            continue
+        # these is sorted by rank then position: split into per-rank columns in comm-rank order
+        by_rank = {}
+        rk = flat.rank[these]
+        for m in np.unique(rk).tolist():
+            by_rank[m] = these[rk == m]
+        end_evt = np.stack([by_rank[int(m)] for m in members], axis=1)
+        out.append(CommInstances(comm=c, members=members, end_evt=end_evt, op=nest.owner[end_evt]))
+    return out
