@@ -1,0 +1,67 @@
+"""Abnormal vertices (seed 003 §IV-A): at one scale, the ranks whose value of a vertex exceeds
+AbnormThd x the median of that vertex over all ranks (default 1.3, as in the paper).
+
+Two values are checked: a vertex's own time (for MPI vertices: time minus waiting, i.e. the work
+the call itself did) and, for MPI vertices, the waiting time (communication vertices with unusual
+synchronisation overhead).  A tiny vertex can be 10x its median by noise alone, so a flagged rank
+must also exceed the median by `min_seconds` (the caller derives it from the run time).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from scalgraph.model.profile import RunProfile
+from scalgraph.model.psg import MPI, PSG
+
+DEFAULT_ABNORM_THD = 1.3
+
+
+@dataclass
+class Abnormal:
+    vertex: int
+    metric: str              # "time" (own time) or "wait"
+    ranks: np.ndarray        # ranks above the threshold, sorted by excess, largest first
+    ratio: np.ndarray        # value / median for those ranks (inf when the median is 0)
+    excess: np.ndarray       # seconds above the median for those ranks
+    median: float
+
+    @property
+    def cost(self) -> float:
+        return float(self.excess.max()) if len(self.excess) else 0.0
+
+
+def own_time(psg: PSG, profile: RunProfile) -> np.ndarray:
+    """[R x V] time not spent waiting: waiting is an effect of another rank, not this vertex's work."""
+    is_mpi = np.asarray(psg.kind) == MPI
+    return np.where(is_mpi[None, :], np.maximum(profile.time - profile.wait, 0.0), profile.time)
+
+
+def abnormal_mask(values: np.ndarray, thd: float, min_seconds: float) -> tuple[np.ndarray, np.ndarray]:
+    """(mask [R x V], median [V]): rank r is abnormal at v when values > thd*median and
+    values - median >= min_seconds."""
+    med = np.median(values, axis=0)
+    mask = (values > thd * med[None, :]) & (values - med[None, :] >= max(min_seconds, 1e-12))
+    return mask, med
+
+
+def find_abnormal(psg: PSG, profile: RunProfile, thd: float = DEFAULT_ABNORM_THD,
+                  min_seconds: float = 0.0) -> list[Abnormal]:
+    """Abnormal vertices of one run, largest excess first."""
+    out: list[Abnormal] = []
+    is_mpi = np.asarray(psg.kind) == MPI
+    checks = [("time", own_time(psg, profile), np.ones(len(psg), bool)), ("wait", profile.wait, is_mpi)]
+    for metric, values, applies in checks:
+        mask, med = abnormal_mask(values, thd, min_seconds)
+        mask &= applies[None, :]
+        for v in np.flatnonzero(mask.any(axis=0)):
+            ranks = np.flatnonzero(mask[:, v])
+            excess = values[ranks, v] - med[v]
+            order = np.argsort(-excess, kind="stable")
+            ranks, excess = ranks[order], excess[order]
+            with np.errstate(divide="ignore"):
+                ratio = values[ranks, v] / med[v] if med[v] > 0 else np.full(len(ranks), np.inf)
+            out.append(Abnormal(int(v), metric, ranks, ratio, excess, float(med[v])))
+    out.sort(key=lambda a: -a.cost)
+    return out

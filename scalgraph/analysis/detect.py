@@ -1,0 +1,163 @@
+"""The whole ScalAna analysis of one experiment: merge, fit, abnormal vertices, backtracking, ranking.
+
+Input: the PSG and one RunProfile per scale.  Output: a plain dict (JSON-ready) that the report
+writers in scalgraph/io/report.py print.  Definitions the report relies on:
+
+* run time T(p): the largest per-rank sum of exclusive vertex times at scale p.
+* merged time of a vertex at p: the mean over ranks (or, with clustering, the mean of the slowest
+  group of ranks).  "own" time excludes waiting inside MPI (an effect of another rank's lateness).
+* scaling loss of a vertex: merged time at the largest scale P minus its ideal strong-scaling share
+  T_v(p0) * p0 / P (see scaling.py), in seconds per rank.
+* non-scalable: scaling loss >= min_share * T(P).  abnormal: rank value > AbnormThd x median and
+  >= min_share * T(P) above it.
+* cost of a PPG vertex (v, r): its own-time excess over the median rank plus its own-time scaling
+  loss.  On each backtracking path the most costly vertex is the root cause of that path; causes
+  are ranked by cost.  Nothing at or above min_share * T(P) -> "no scaling problem found".
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from scalgraph.analysis.abnormal import DEFAULT_ABNORM_THD, Abnormal, find_abnormal, own_time
+from scalgraph.analysis.backtrack import Path, backtrack_all
+from scalgraph.analysis.merge import cluster_means, cluster_ranks, merge_ranks
+from scalgraph.analysis.ppg import build_ppg
+from scalgraph.analysis.scaling import fit_models, scaling_loss
+from scalgraph.model.profile import RunProfile
+from scalgraph.model.psg import PSG
+
+DEFAULT_MIN_SHARE = 0.05
+MAX_STARTS = 32           # backtracking starts per kind: enough for any report, bounded cost
+
+
+def run_time(profile: RunProfile) -> float:
+    return float(profile.time.sum(axis=1).max()) if profile.nranks else 0.0
+
+
+def merged(values: np.ndarray, clusters: int) -> np.ndarray:
+    """[V] merged value: mean over ranks, or the mean of the slowest rank group."""
+    if clusters and clusters > 1:
+        return cluster_means(values, cluster_ranks(values, clusters))[0]
+    return values.mean(axis=0)
+
+
+def analyse(psg: PSG, profiles: dict[int, RunProfile], abnorm_thd: float = DEFAULT_ABNORM_THD,
+            min_share: float = DEFAULT_MIN_SHARE, clusters: int = 0, top: int = 5, weak: bool = False) -> dict:
+    scales = sorted(profiles)
+    big = profiles[scales[-1]]
+    nv = len(psg)
+    times = {p: run_time(profiles[p]) for p in scales}
+    total_time = times[scales[-1]]
+    floor = min_share * total_time
+
+    own = {p: own_time(psg, profiles[p]) for p in scales}
+    y_total = np.stack([merged(profiles[p].time, clusters) for p in scales], axis=1)
+    y_own = np.stack([merged(own[p], clusters) for p in scales], axis=1)
+    fits = fit_models(scales, y_total)
+    multi = len(scales) >= 2
+    loss_total = scaling_loss(scales, y_total, weak)[:, -1] if multi else np.zeros(nv)
+    loss_own = scaling_loss(scales, y_own, weak)[:, -1] if multi else np.zeros(nv)
+
+    abnormal = {p: find_abnormal(psg, profiles[p], abnorm_thd, min_share * times[p]) for p in scales}
+    stats = merge_ranks(big.time)
+
+    non_scalable = [int(v) for v in np.argsort(-loss_total, kind="stable")[:MAX_STARTS] if loss_total[v] >= floor and floor > 0]
+    starts_ns = [(v, int(stats.argmax[v])) for v in non_scalable]
+    starts_ab = [(a.vertex, int(r)) for a in abnormal[scales[-1]][:MAX_STARTS] for r in a.ranks[:2]]
+    ppg = build_ppg(psg, big)
+    paths = backtrack_all(ppg, starts_ns, starts_ab)
+
+    own_big = own[scales[-1]]
+    own_median = np.median(own_big, axis=0) if big.nranks else np.zeros(nv)
+
+    def cost(v: int, r: int) -> float:
+        return max(0.0, float(own_big[r, v] - own_median[v])) + float(loss_own[v])
+
+    causes: dict[int, dict] = {}
+    for path in paths:
+        v, r, c = _root_of(path, cost, loss_total, abnormal[scales[-1]])
+        if c < floor or c <= 0:
+            continue
+        if v not in causes or causes[v]["cost"] < c:
+            causes[v] = {"vertex": v, "rank": r, "cost": c, "path": path}
+    ranked = sorted(causes.values(), key=lambda x: -x["cost"])[:top]
+
+    return {
+        "scales": scales,
+        "run_time": {str(p): times[p] for p in scales},
+        "thresholds": {"abnorm_thd": abnorm_thd, "min_share": min_share, "min_seconds": floor,
+                       "clusters": clusters, "ideal": "weak" if weak else "strong"},
+        "notes": [] if multi else ["only one scale measured: abnormal ranks are shown, but the scaling "
+                                   "fit needs at least 2 scales (run e.g. `scalgraph run -n 2,4,8`)"],
+        "problem_found": bool(ranked),
+        "root_causes": [_cause_entry(psg, fits, x, scales, y_total, loss_total, abnormal, total_time, stats)
+                        for x in ranked],
+        "non_scalable": [_vertex_brief(psg, v, fits, loss_total, total_time, stats) for v in non_scalable[:top * 2]],
+        "abnormal": [_abnormal_entry(psg, a) for a in abnormal[scales[-1]][:top * 2]],
+    }
+
+
+def _root_of(path: Path, cost, loss_total, abnormal: list[Abnormal]) -> tuple[int, int, float]:
+    costs = [cost(s.vertex, s.rank) for s in path.steps]
+    best = int(np.argmax(costs)) if costs else 0
+    if costs and costs[best] > 0:
+        s = path.steps[best]
+        return s.vertex, s.rank, costs[best]
+    # nothing on the path did extra work: the start itself is all we can name (e.g. pure waiting)
+    v, r = path.start
+    if path.reason == "non-scalable":
+        return v, r, float(loss_total[v])
+    return v, r, max((a.cost for a in abnormal if a.vertex == v), default=0.0)
+
+
+def _where(psg: PSG, v: int) -> dict:
+    return {"vertex": v, "location": psg.location(v), "file": psg.file[v], "line": psg.line_first[v],
+            "line_last": psg.line_last[v], "function": psg.function[v], "kind": psg.kind_name(v),
+            "name": psg.name[v]}
+
+
+def _model(fits, v: int, scales: list[int]) -> dict:
+    if fits.choice[v] < 0:
+        return {"model": None, "note": "needs >= 2 scales"}
+    pred = fits.predict(np.array([2 * scales[-1], 4 * scales[-1]], dtype=float))[v]
+    return {"model": fits.model_text(v), "log_log_slope": float(fits.slope[v]),
+            "cv_error": None if np.isnan(fits.cv_error[v]) else float(fits.cv_error[v]),
+            "predicted": {str(2 * scales[-1]): float(pred[0]), str(4 * scales[-1]): float(pred[1])}}
+
+
+def _vertex_brief(psg, v, fits, loss_total, total_time, stats) -> dict:
+    return {**_where(psg, v), "mean_time": float(stats.mean[v]), "max_time": float(stats.max[v]),
+            "imbalance": float(stats.imbalance[v]), "scaling_loss": float(loss_total[v]),
+            "loss_share": float(loss_total[v] / total_time) if total_time > 0 else 0.0,
+            "model": fits.model_text(v)}
+
+
+def _abnormal_entry(psg: PSG, a: Abnormal, max_ranks: int = 16) -> dict:
+    return {**_where(psg, a.vertex), "metric": a.metric, "median": a.median,
+            "nranks": int(len(a.ranks)),
+            "ranks": [{"rank": int(r), "ratio": float(q) if np.isfinite(q) else None, "excess": float(e)}
+                      for r, q, e in list(zip(a.ranks, a.ratio, a.excess))[:max_ranks]]}
+
+
+def _cause_entry(psg, fits, x, scales, y_total, loss_total, abnormal, total_time, stats) -> dict:
+    v = x["vertex"]
+    path: Path = x["path"]
+    # the walk goes on to the program's start; the part worth showing ends at the cause
+    steps = path.steps
+    for i, s in enumerate(steps):
+        if (s.vertex, s.rank) == (v, x["rank"]):
+            steps = steps[:i + 1]
+            break
+    own_abn = [_abnormal_entry(psg, a) for a in abnormal[scales[-1]] if a.vertex == v]
+    abnormal_at = [p for p in scales if any(a.vertex == v for a in abnormal[p])]
+    return {
+        **_where(psg, v), "rank": x["rank"], "cost": x["cost"],
+        "cost_share": x["cost"] / total_time if total_time > 0 else 0.0,
+        "time_share": float(stats.mean[v] / total_time) if total_time > 0 else 0.0,
+        "mean_time": {str(p): float(y_total[v, i]) for i, p in enumerate(scales)},
+        "scaling_loss": float(loss_total[v]), **_model(fits, v, scales),
+        "abnormal": own_abn, "abnormal_at_scales": abnormal_at,
+        "found_from": {"reason": path.reason, **_where(psg, path.start[0]), "rank": path.start[1]},
+        "path": [{"vertex": s.vertex, "rank": s.rank, "via": s.via, "location": psg.location(s.vertex),
+                  "kind": psg.kind_name(s.vertex), "name": psg.name[s.vertex]} for s in steps],
+    }

@@ -1,0 +1,204 @@
+"""Synthetic PSGs and runs with a known root cause, for tests and benchmarks.
+
+A PSG is written as nested tuples (kind, name, line, [children]); `psg_from_tree` numbers it in
+pre-order.  Each scenario returns (psg, {scale: RunProfile}, answer) where `answer` names the vertex
+that causes the problem (None for the balanced control), so tests check that detection finds it.
+The timings follow what the scenario's program would do: waiting appears where a rank blocks on a
+late partner, and dependence rows are what the shim records.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from scalgraph.model.profile import DEP_COLL, DEP_DTYPE, DEP_RECV, DEP_SEND, RunProfile, empty_profile
+from scalgraph.model.psg import KINDS, PSG
+
+WORLD = 0   # communicator id of MPI_COMM_WORLD in the synthetic runs
+
+
+def psg_from_tree(tree, file: str = "app.c", function: str = "main") -> PSG:
+    g = PSG()
+
+    def add(node, parent: int, depth: int, func: str) -> int:
+        kind, name, line, kids = (*node, [])[:4] if len(node) == 3 else node
+        v = len(g.kind)
+        k = KINDS.index(kind)
+        g.kind.append(k), g.name.append(name), g.function.append(func), g.file.append(file)
+        g.line_first.append(line), g.line_last.append(line), g.parent.append(parent)
+        g.children.append([]), g.instance.append(0), g.local.append(v), g.recursion_target.append(-1)
+        g.loop_depth.append(depth)
+        if parent >= 0:
+            g.children[parent].append(v)
+        inner = name if kind == "FUNCTION" else func
+        for c in kids:
+            add(c, v, depth + (kind == "LOOP"), inner)
+        return v
+
+    add(tree, -1, 0, function)
+    g.functions = [function]
+    g.func_default_inst = [0]
+    g.inst_func = [0]
+    g.inst_vid = [list(range(len(g.kind)))]
+    return g
+
+
+def vertex_at(psg: PSG, line: int) -> int:
+    return psg.line_first.index(line)
+
+
+def _deps(rows: list[tuple]) -> np.ndarray:
+    out = np.zeros(len(rows), dtype=DEP_DTYPE)
+    for i, row in enumerate(rows):
+        out[i] = row
+    return out
+
+
+def _profile(psg: PSG, p: int, time: np.ndarray, wait: np.ndarray, rows: list[tuple]) -> RunProfile:
+    prof = empty_profile(p, len(psg), psg.hash())
+    prof.time[:] = time
+    prof.wait[:] = wait
+    prof.samples[:] = np.rint(time * 200).astype(np.int64)
+    mpi = np.array([KINDS[k] == "MPI" for k in psg.kind])
+    prof.calls[:, mpi] = 100
+    prof.deps = _deps(rows)
+    prof.comm_members = {WORLD: list(range(p))}
+    prof.meta = {"hz": 200, "wall_time": float(time.sum(axis=1).max())}
+    return prof
+
+
+CG_TREE = ("FUNCTION", "main", 1, [
+    ("COMP", "comp", 5),                       # set-up
+    ("LOOP", "loop", 10, [
+        ("COMP", "comp", 12),                  # sparse mat-vec: rank `slow` does extra work here
+        ("MPI", "MPI_Send", 15),               # to the right neighbour
+        ("MPI", "MPI_Recv", 16),               # from the left neighbour
+        ("MPI", "MPI_Allreduce", 20),          # dot product
+    ]),
+    ("COMP", "comp", 40),                      # output
+])
+
+
+def cg_like(scales=(2, 4, 8, 16), work: float = 8.0, extra: float = 0.4, slow: int = 1, noise: float = 0.01,
+            seed: int = 1):
+    """The paper's motivating case: one rank's extra computation reaches its neighbour through a
+    p2p exchange, and everybody through the Allreduce."""
+    psg = psg_from_tree(CG_TREE, "cg.c")
+    rng = np.random.default_rng(seed)
+    comp, send, recv, allr = (vertex_at(psg, n) for n in (12, 15, 16, 20))
+    runs = {}
+    for p in scales:
+        t = np.zeros((p, len(psg)))
+        w = np.zeros_like(t)
+        t[:, vertex_at(psg, 5)] = 0.05
+        t[:, vertex_at(psg, 40)] = 0.02
+        t[:, comp] = work / p * (1 + noise * rng.standard_normal(p))
+        t[slow, comp] += extra
+        t[:, send] = 1e-3
+        t[:, recv] = 1e-3
+        right = (slow + 1) % p
+        w[right, recv] = extra                  # waits for the slow rank's message
+        w[:, allr] = extra                      # everybody else waits in the dot product
+        w[slow, allr] = 0.0
+        w[right, allr] = 0.002
+        t[:, allr] = 2e-3 + w[:, allr]
+        t[:, recv] += w[:, recv]
+        rows = []
+        for r in range(p):
+            rows.append((r, send, DEP_SEND, (r + 1) % p, 7, WORLD, 100, 8000, 0.0))
+            rows.append((r, recv, DEP_RECV, (r - 1) % p, 7, WORLD, 100, 8000, w[r, recv]))
+            rows.append((r, allr, DEP_COLL, -1, -1, WORLD, 100, 800, w[r, allr]))
+        runs[p] = _profile(psg, p, t, w, rows)
+    return psg, runs, comp
+
+
+STENCIL_TREE = ("FUNCTION", "main", 1, [
+    ("COMP", "comp", 4),
+    ("LOOP", "loop", 8, [
+        ("MPI", "MPI_Irecv", 10),
+        ("MPI", "MPI_Isend", 11),
+        ("COMP", "comp", 13),                  # interior update: heavier on a region of ranks
+        ("MPI", "MPI_Waitall", 15),
+        ("MPI", "MPI_Allreduce", 18),          # residual
+    ]),
+])
+
+
+def imbalanced_stencil(scales=(4, 8, 16), work: float = 8.0, heavy_factor: float = 1.6, noise: float = 0.01,
+                       seed: int = 2):
+    """1-D halo exchange where the first quarter of the ranks carries heavy_factor x the work."""
+    psg = psg_from_tree(STENCIL_TREE, "stencil.c")
+    rng = np.random.default_rng(seed)
+    irecv, isend, upd, waitall, allr = (vertex_at(psg, n) for n in (10, 11, 13, 15, 18))
+    runs = {}
+    for p in scales:
+        heavy = np.arange(p) < max(1, p // 4)
+        base = work / p
+        t = np.zeros((p, len(psg)))
+        w = np.zeros_like(t)
+        t[:, vertex_at(psg, 4)] = 0.05
+        t[:, irecv] = t[:, isend] = 1e-4
+        t[:, upd] = base * np.where(heavy, heavy_factor, 1.0) * (1 + noise * rng.standard_normal(p))
+        late = base * (heavy_factor - 1)
+        rows = []
+        for r in range(p):
+            nbrs = [q for q in (r - 1, r + 1) if 0 <= q < p]
+            w[r, waitall] = late if (not heavy[r] and any(heavy[q] for q in nbrs)) else 0.0
+            w[r, allr] = 0.0 if heavy[r] else late - w[r, waitall]
+            for q in nbrs:
+                rows.append((r, isend, DEP_SEND, q, 3, WORLD, 50, 4096, 0.0))
+                rows.append((r, waitall, DEP_RECV, q, 3, WORLD, 50, 4096, late if heavy[q] and not heavy[r] else 0.0))
+            rows.append((r, allr, DEP_COLL, -1, -1, WORLD, 50, 8, w[r, allr]))
+        t[:, waitall] = 2e-4 + w[:, waitall]
+        t[:, allr] = 5e-4 + w[:, allr]
+        runs[p] = _profile(psg, p, t, w, rows)
+    return psg, runs, upd
+
+
+COLLECTIVE_TREE = ("FUNCTION", "main", 1, [
+    ("COMP", "comp", 3),
+    ("LOOP", "loop", 6, [
+        ("COMP", "comp", 8),                   # local FFT part: scales perfectly
+        ("MPI", "MPI_Alltoall", 10),           # transpose: cost grows with p
+    ]),
+])
+
+
+def bad_collective(scales=(2, 4, 8, 16), work: float = 8.0, per_peer: float = 0.01, noise: float = 0.0,
+                   seed: int = 3):
+    psg = psg_from_tree(COLLECTIVE_TREE, "fft.c")
+    rng = np.random.default_rng(seed)
+    comp, a2a = vertex_at(psg, 8), vertex_at(psg, 10)
+    runs = {}
+    for p in scales:
+        t = np.zeros((p, len(psg)))
+        w = np.zeros_like(t)
+        t[:, vertex_at(psg, 3)] = 0.01
+        t[:, comp] = work / p * (1 + noise * rng.standard_normal(p))
+        t[:, a2a] = per_peer * p
+        rows = [(r, a2a, DEP_COLL, -1, -1, WORLD, 10, 1024 * p, 0.0) for r in range(p)]
+        runs[p] = _profile(psg, p, t, w, rows)
+    return psg, runs, a2a
+
+
+def balanced(scales=(2, 4, 8, 16), work: float = 8.0, noise: float = 0.01, seed: int = 4):
+    """A well-balanced, well-scaling program: detection must report no problem."""
+    psg = psg_from_tree(CG_TREE, "balanced.c")
+    rng = np.random.default_rng(seed)
+    comp, send, recv, allr = (vertex_at(psg, n) for n in (12, 15, 16, 20))
+    runs = {}
+    for p in scales:
+        t = np.zeros((p, len(psg)))
+        w = np.zeros_like(t)
+        t[:, vertex_at(psg, 5)] = 0.05 / p * (1 + noise * rng.standard_normal(p))
+        t[:, vertex_at(psg, 40)] = 0.02 / p
+        t[:, comp] = work / p * (1 + noise * rng.standard_normal(p))
+        t[:, send] = t[:, recv] = 1e-3 / p
+        w[:, allr] = np.abs(noise * work / p * rng.standard_normal(p))
+        t[:, allr] = 1e-4 + w[:, allr]
+        rows = []
+        for r in range(p):
+            rows.append((r, send, DEP_SEND, (r + 1) % p, 7, WORLD, 100, 8000, 0.0))
+            rows.append((r, recv, DEP_RECV, (r - 1) % p, 7, WORLD, 100, 8000, 0.0))
+            rows.append((r, allr, DEP_COLL, -1, -1, WORLD, 100, 800, w[r, allr]))
+        runs[p] = _profile(psg, p, t, w, rows)
+    return psg, runs, None
