@@ -1,0 +1,244 @@
+"""sgcc / sgcxx / sgfort: drop-in replacements for mpicc / mpicxx / mpifort that build the program's
+Program Structure Graph and link the runtime shim.
+
+    source --clang/flang -c -emit-llvm -g--> bitcode --instrument_bitcode--> object (+ PSG part)
+    objects, archives --read parts, link_psg--> PSG + tables C source --cc--> tables object
+    objects + tables object + shim + MPI libraries --clang/flang--> executable (+ <exe>.psg.json)
+
+Compiler messages go straight to the user's terminal and their exit status is ours, so a source that
+does not compile looks exactly as it does with mpicc.  Calls that build nothing we can instrument
+(-E, -M, -S, --version, ...) are handed to the underlying compiler unchanged.
+SCALGRAPH_NO_INSTRUMENT=1 compiles and links plainly (same compilers and MPI, no PSG, no shim).
+"""
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from scalgraph.errors import UserError
+from scalgraph.static.args import Invocation, Source, parse_args
+from scalgraph.static.toolchain import Compiler, Toolchain, find_compiler, find_toolchain
+
+PROGRAM_NAMES = {"c": "sgcc", "c++": "sgcxx", "fortran": "sgfort"}
+INFO_FLAGS = ("--version", "-dumpversion", "-dumpmachine", "--help", "-help", "-print-", "--print-")
+INSTRUMENT_DIR = Path(__file__).resolve().parent.parent.parent / "instrument"
+
+
+def sgcc() -> None:
+    sys.exit(main("c", sys.argv[1:]))
+
+
+def sgcxx() -> None:
+    sys.exit(main("c++", sys.argv[1:]))
+
+
+def sgfort() -> None:
+    sys.exit(main("fortran", sys.argv[1:]))
+
+
+def main(lang: str, argv: list[str]) -> int:
+    """Run one wrapper call; never shows a traceback (SCALGRAPH_DEBUG=1 does, for bug reports)."""
+    prog = PROGRAM_NAMES[lang]
+    try:
+        return build(lang, argv)
+    except UserError as e:
+        print(f"{prog}: {e}", file=sys.stderr)
+        return e.exit_code
+    except KeyboardInterrupt:
+        print(f"{prog}: interrupted", file=sys.stderr)
+        return 130
+    except Exception as e:  # a bug of ours: one line, not a traceback, unless asked for
+        if os.environ.get("SCALGRAPH_DEBUG") == "1":
+            raise
+        print(f"{prog}: internal error: {type(e).__name__}: {e} (rerun with SCALGRAPH_DEBUG=1 and "
+              "report it; SCALGRAPH_NO_INSTRUMENT=1 builds without scalgraph meanwhile)", file=sys.stderr)
+        return 70
+
+
+def build(lang: str, argv: list[str]) -> int:
+    inv = parse_args(argv)
+    tc = find_toolchain(lang)
+    if inv.mode == "show":
+        print(shlex.join(show_command(tc, argv)))
+        return 0
+    if inv.mode == "passthrough":
+        return run(passthrough_command(tc, argv))
+    if inv.mode == "compile" and inv.output and len(inv.sources) > 1:
+        raise UserError("cannot specify -o with -c and several sources: compile them one by one")
+    instrument = os.environ.get("SCALGRAPH_NO_INSTRUMENT", "") not in ("1", "yes", "true")
+    max_depth = max_loop_depth()
+    with tempfile.TemporaryDirectory(prefix="scalgraph-") as tmp:
+        objects: list[str] = []
+        for i, src in enumerate(inv.sources):
+            if inv.mode == "compile":
+                out = inv.output or Path(src.path).with_suffix(".o").name
+            else:
+                out = os.path.join(tmp, f"{i}-{Path(src.path).stem}.o")
+            rc = compile_source(tc, inv, src, out, tmp, instrument, max_depth)
+            if rc:
+                return rc
+            objects.append(out)
+        if inv.mode == "compile":
+            return 0
+        return link(tc, inv, objects, tmp, instrument, max_depth)
+
+
+def max_loop_depth() -> int:
+    raw = os.environ.get("SCALGRAPH_MAX_LOOP_DEPTH", "10")
+    try:
+        depth = int(raw)
+    except ValueError:
+        depth = -1
+    if depth < 0:
+        raise UserError(f"SCALGRAPH_MAX_LOOP_DEPTH={raw!r} is not a loop depth: give a whole number >= 0")
+    return depth
+
+
+def run(cmd: list[str]) -> int:
+    """Run with the user's terminal; a signal death becomes 128+signal like a shell reports it."""
+    if os.environ.get("SCALGRAPH_VERBOSE") == "1":
+        print("+ " + shlex.join(cmd), file=sys.stderr)
+    try:
+        rc = subprocess.run(cmd).returncode
+    except FileNotFoundError:
+        raise UserError(f"cannot run {cmd[0]}: not found; check SCALGRAPH_CC/SCALGRAPH_CXX/SCALGRAPH_FC "
+                        "and MPICC/MPICXX/MPIFC") from None
+    return 128 - rc if rc < 0 else rc
+
+
+def show_command(tc: Toolchain, argv: list[str]) -> list[str]:
+    """What mpicc -show prints: the one compile-and-link command of a plain build."""
+    from scalgraph.static.args import SHOW_FLAGS
+    user = [a for a in argv if a not in SHOW_FLAGS]
+    return [*tc.compiler.command, *tc.compiler.flags, *tc.extra_compile, *user, *tc.mpi.compile,
+            *tc.extra_link, *tc.mpi.link]
+
+
+def passthrough_command(tc: Toolchain, argv: list[str]) -> list[str]:
+    if argv and all(a.startswith(INFO_FLAGS) for a in argv):
+        return [*tc.compiler.command, *argv]
+    links = "-shared" in argv or not any(a in ("-E", "-M", "-MM", "-S", "-fsyntax-only") for a in argv)
+    return [*tc.compiler.command, *tc.compiler.flags, *tc.extra_compile, *argv, *tc.mpi.compile,
+            *((*tc.extra_link, *tc.mpi.link) if links else ())]
+
+
+def compiler_for(tc: Toolchain, src: Source) -> Compiler:
+    if src.lang == tc.lang or (src.lang == "asm" and tc.lang != "fortran"):
+        return tc.compiler
+    return find_compiler("c" if src.lang == "asm" else src.lang)
+
+
+def compile_source(tc: Toolchain, inv: Invocation, src: Source, out: str, tmp: str, instrument: bool,
+                   max_depth: int) -> int:
+    comp = compiler_for(tc, src)
+    lang_flags = ["-x", src.explicit_lang] if src.explicit_lang else []
+    user = [*tc.extra_compile, *inv.compile_flags, *tc.mpi.compile]
+    if not instrument or src.lang == "asm":
+        return run([*comp.command, *comp.flags, "-c", *user, *lang_flags, src.path, "-o", out])
+    bitcode = os.path.join(tmp, Path(out).stem + ".bc")
+    debug = [] if inv.has_debug else ["-g"]
+    rc = run([*comp.command, *comp.flags, "-c", "-emit-llvm", *user, *debug, *lang_flags, src.path,
+              "-o", bitcode])
+    if rc:
+        return rc
+    from scalgraph.static import instrument_bitcode
+    obj, _part = instrument_bitcode(Path(bitcode).read_bytes(), src.path, opt_level=inv.opt_level,
+                                    max_loop_depth=max_depth)
+    write_atomically(out, obj)
+    return 0
+
+
+def write_atomically(path: str, data: bytes) -> None:
+    """Write beside the target and rename, so a failure never leaves a half-written file."""
+    directory = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".sg-", suffix=Path(path).suffix)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def static_archives(inv: Invocation) -> list[str]:
+    """The lib<name>.a that each -l resolves to (the linker's rule: first -L directory that has the
+    library; a shared library there wins), so sgcc-built static libraries contribute their parts."""
+    found = []
+    for name in inv.libs:
+        if name.startswith(":"):
+            candidates = [name[1:]]
+        else:
+            candidates = [f"lib{name}.so", f"lib{name}.a"]
+        for d in inv.lib_dirs:
+            hit = next((os.path.join(d, c) for c in candidates if os.path.isfile(os.path.join(d, c))), None)
+            if hit:
+                if hit.endswith(".a"):
+                    found.append(hit)
+                break
+    return found
+
+
+def link(tc: Toolchain, inv: Invocation, objects: list[str], tmp: str, instrument: bool,
+         max_depth: int) -> int:
+    exe = inv.output or "a.out"
+    items = [objects[x] if isinstance(x, int) else x for x in inv.link_items]
+    extra: list[str] = []
+    psg = None
+    if instrument:
+        from scalgraph.static import link_psg, read_parts_from_files
+        inputs = objects + [p for p in inv.link_inputs if os.path.isfile(p)] + static_archives(inv)
+        parts = read_parts_from_files(inputs)
+        if parts:
+            psg, tables_source = link_psg(parts, max_loop_depth=max_depth)
+            extra = [compile_tables(tables_source, tmp), *shim_link_flags(tc)]
+        else:
+            print(f"{PROGRAM_NAMES[tc.lang]}: warning: no object carries a scalgraph PSG part (none was "
+                  f"built with sgcc/sgcxx/sgfort): {exe} is linked without instrumentation", file=sys.stderr)
+    target_dir = os.path.dirname(os.path.abspath(exe))
+    fd, tmp_exe = tempfile.mkstemp(dir=target_dir, prefix=".sg-link-")
+    os.close(fd)
+    try:
+        rc = run([*tc.compiler.command, *tc.compiler.flags, *items, *tc.extra_link, *extra, *tc.mpi.link,
+                  "-o", tmp_exe])
+        if rc:
+            return rc
+        if psg is not None:
+            write_atomically(exe + ".psg.json", json.dumps(psg.to_dict(), separators=(",", ":")).encode())
+        os.replace(tmp_exe, exe)
+    finally:
+        if os.path.exists(tmp_exe):
+            os.unlink(tmp_exe)
+    return 0
+
+
+def compile_tables(source: str, tmp: str) -> str:
+    """The generated tables are plain C: compile them with the C compiler we found."""
+    cc = find_compiler("c")
+    path = os.path.join(tmp, "sg_psg_tables.c")
+    Path(path).write_text(source)
+    obj = path[:-2] + ".o"
+    rc = subprocess.run([*cc.command, *cc.flags, "-c", "-O1", "-fPIC", "-I", str(INSTRUMENT_DIR), path,
+                         "-o", obj], capture_output=True, text=True)
+    if rc.returncode:
+        raise UserError(f"compiling the generated PSG tables failed ({rc.stderr.strip()[:300]}); "
+                        "set SCALGRAPH_DEBUG=1 and report it")
+    return obj
+
+
+def shim_link_flags(tc: Toolchain) -> list[str]:
+    """The shim library for this MPI, on the link line before libmpi (or its wrappers never run)."""
+    try:
+        from scalgraph.runtime.shim import shim_library
+    except ImportError:
+        raise UserError("the scalgraph runtime shim is not part of this installation: reinstall scalgraph, "
+                        "or build with SCALGRAPH_NO_INSTRUMENT=1") from None
+    lib = str(shim_library(tc.shim_mpicc))
+    return [lib, f"-Wl,-rpath,{os.path.dirname(lib)}"]
