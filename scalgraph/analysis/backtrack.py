@@ -7,8 +7,9 @@ From each non-scalable vertex, then each abnormal vertex not yet scanned, walk b
                        so what made it late lies before the collective on *its* rank.  (The paper
                        stops at collectives; this is the extension asked for in issue 4.)
                        Without a waiting edge, an MPI vertex follows its data dependence.
-  unscanned LOOP/BRANCH/CALL/FUNCTION with children
-                    -> control dependence: the end of its body (its last child).
+  unscanned LOOP/BRANCH/CALL/FUNCTION with children, reached from what ran after it
+                    -> control dependence: the end of its body (its last child); a LOOP reached
+                       from its own first statement also goes to its end (the previous iteration).
   otherwise         -> data dependence: the previous vertex in execution order.
 until the root is passed.  A (vertex, rank) is never entered twice on one path: a loop reached a
 second time (from inside its body) follows its data dependence, and any other repeat ends the path.
@@ -72,13 +73,23 @@ def backtrack(ppg: PPG, vertex: int, rank: int, max_steps: int = 100_000) -> lis
                 via = "comm"
             else:
                 v, via = int(ppg.data_dep[v]), "data"
-        elif k in _CONTROL_KINDS and ppg.control_dep[v] >= 0 and (int(ppg.control_dep[v]), r) not in seen:
+        elif (k in _CONTROL_KINDS and ppg.control_dep[v] >= 0 and (int(ppg.control_dep[v]), r) not in seen
+              and (k == LOOP or not _entered_from_inside(ppg, steps))):
             seen[(v, r)] = "control"
             v, via = int(ppg.control_dep[v]), "control"
         else:
             seen[(v, r)] = "data"
             v, via = int(ppg.data_dep[v]), "data"
     return steps
+
+
+def _entered_from_inside(ppg: PPG, steps: list[Step]) -> bool:
+    """True when the walk reached the last step's vertex from its own first child: for a loop that
+    is the previous iteration (follow the control edge), for a branch or function it is simply
+    what ran before (follow the data edge)."""
+    if len(steps) < 2 or steps[-1].via != "data":
+        return False
+    return ppg.psg.parent[steps[-2].vertex] == steps[-1].vertex
 
 
 def backtrack_all(ppg: PPG, non_scalable: list[tuple[int, int]],

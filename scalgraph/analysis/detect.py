@@ -4,8 +4,8 @@ Input: the PSG and one RunProfile per scale.  Output: a plain dict (JSON-ready) 
 writers in scalgraph/io/report.py print.  Definitions the report relies on:
 
 * run time T(p): the largest per-rank sum of exclusive vertex times at scale p.
-* merged time of a vertex at p: the mean over ranks (or, with clustering, the mean of the slowest
-  group of ranks).  "own" time excludes waiting inside MPI (an effect of another rank's lateness).
+* merged time of a vertex at p: the mean over ranks (or, with k-means clustering of the ranks, the
+  mean of the group that is slowest at that vertex).  "own" time excludes waiting inside MPI (an effect of another rank's lateness).
 * scaling loss of a vertex: merged time at the largest scale P minus its ideal strong-scaling share
   T_v(p0) * p0 / P (see scaling.py), in seconds per rank.
 * non-scalable: scaling loss >= min_share * T(P).  abnormal: rank value > AbnormThd x median and
@@ -35,9 +35,10 @@ def run_time(profile: RunProfile) -> float:
 
 
 def merged(values: np.ndarray, clusters: int) -> np.ndarray:
-    """[V] merged value: mean over ranks, or the mean of the slowest rank group."""
+    """[V] merged value: mean over ranks, or, with k-means groups of ranks, per vertex the mean of
+    the group that is slowest at that vertex (a group of late ranks is not averaged away)."""
     if clusters and clusters > 1:
-        return cluster_means(values, cluster_ranks(values, clusters))[0]
+        return cluster_means(values, cluster_ranks(values, clusters)).max(axis=0)
     return values.mean(axis=0)
 
 

@@ -1,0 +1,54 @@
+"""`scalgraph detect EXP`: rank the source lines that cause scaling loss in an experiment."""
+from __future__ import annotations
+
+import pathlib
+import sys
+
+from scalgraph.analysis.abnormal import DEFAULT_ABNORM_THD
+from scalgraph.analysis.detect import DEFAULT_MIN_SHARE, analyse
+from scalgraph.errors import UserError
+from scalgraph.io.experiment import read_experiment
+from scalgraph.io.report import write_json, write_text
+
+EXIT_ONE_SCALE = 3   # report printed, but the scaling half of the analysis could not run
+
+
+def add_arguments(p) -> None:
+    inp = p.add_argument_group("input")
+    inp.add_argument("experiment", metavar="EXP", help="experiment directory written by `scalgraph run`")
+    inp.add_argument("--source-dir", action="append", default=[], metavar="DIR",
+                     help="where to look for source files (default: the current directory); repeatable")
+    ana = p.add_argument_group("analysis")
+    ana.add_argument("--abnorm-thd", type=float, default=DEFAULT_ABNORM_THD, metavar="X",
+                     help="a rank is abnormal when its value exceeds X times the median rank (default %(default)s)")
+    ana.add_argument("--min-share", type=float, default=DEFAULT_MIN_SHARE, metavar="F",
+                     help="report causes costing at least this fraction of the run time (default %(default)s)")
+    ana.add_argument("--clusters", type=int, default=0, metavar="K",
+                     help="merge ranks by k-means into K groups and model the slowest group (default: mean of all ranks)")
+    ana.add_argument("--weak", action="store_true", help="weak scaling: the ideal time stays constant as p grows")
+    out = p.add_argument_group("output")
+    out.add_argument("--top", type=int, default=5, metavar="N", help="show the N most costly root causes (default %(default)s)")
+    out.add_argument("--json", action="store_true", help="print the result as JSON")
+
+
+def run(args) -> int:
+    if args.abnorm_thd <= 1.0:
+        raise UserError(f"--abnorm-thd must be above 1 (got {args.abnorm_thd}); the paper uses 1.3")
+    if not 0.0 < args.min_share < 1.0:
+        raise UserError(f"--min-share must be between 0 and 1 (got {args.min_share})")
+    if args.top < 1 or args.clusters < 0:
+        raise UserError("--top must be at least 1 and --clusters at least 0")
+    exp = read_experiment(args.experiment)
+    result = analyse(exp.psg, exp.profiles(), abnorm_thd=args.abnorm_thd, min_share=args.min_share,
+                     clusters=args.clusters, top=args.top, weak=args.weak)
+    if args.json:
+        write_json(result, sys.stdout, str(args.experiment))
+    else:
+        roots = [pathlib.Path(d) for d in args.source_dir] or [pathlib.Path.cwd(), exp.path.parent]
+        write_text(result, sys.stdout, str(args.experiment), roots)
+    if len(result["scales"]) < 2:
+        print(f"scalgraph detect: {args.experiment} has one scale only (p={result['scales'][0]}): abnormal ranks are "
+              "shown, but finding non-scalable code needs runs at 2 or more scales (scalgraph run -n 2,4,8)",
+              file=sys.stderr)
+        return EXIT_ONE_SCALE
+    return 0

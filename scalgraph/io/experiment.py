@@ -1,0 +1,181 @@
+"""Experiment directories: what `scalgraph run` writes and `scalgraph detect` reads.
+
+  EXP/experiment.json   {"format": "scalgraph-experiment", "version": 1, "command": [...], "scales": [...],
+                         "repeat": K, "psg_hash": "...", "mpi_library": "...", "created": iso-time,
+                         "runs": [{"scale": p, "rep": k, "status": "ok"|"failed"|"pending",
+                                   "wall_time": s, "exit_code": n, "dir": "scale-<p>/rep-<k>"}]}
+  EXP/psg.json          the executable's PSG (PSG.to_dict())
+  EXP/scale-<p>/rep-<k>/rank-<r>.sgp   per-rank profile files written by the shim
+
+Only runs with status "ok" are read.  Several repetitions of one scale are merged element-wise by
+their median; the dependence rows come from the repetition with the median run time.  Profiles are
+read lazily, one scale at a time, and checked against the PSG hash so that a profile can never be
+analysed against another build's graph.
+"""
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import pathlib
+from dataclasses import dataclass, field
+from typing import Callable
+
+import numpy as np
+
+from scalgraph.errors import UserError
+from scalgraph.model.profile import RunProfile
+from scalgraph.model.psg import PSG, psg_from_dict
+
+FORMAT = "scalgraph-experiment"
+VERSION = 1
+RERUN = "rerun `scalgraph run -n 2,4,8 -o EXP -- ./app`"
+
+
+@dataclass
+class Experiment:
+    path: pathlib.Path
+    meta: dict
+    psg: PSG
+    run_dirs: dict[int, list[pathlib.Path]]           # scale -> directories of its "ok" repetitions
+    read_run: Callable[[pathlib.Path], RunProfile]
+    _cache: dict[int, RunProfile] = field(default_factory=dict)
+
+    @property
+    def scales(self) -> list[int]:
+        return sorted(self.run_dirs)
+
+    def profile(self, scale: int) -> RunProfile:
+        if scale not in self._cache:
+            reps = [self._read_checked(scale, d) for d in self.run_dirs[scale]]
+            self._cache[scale] = median_of_repetitions(reps)
+        return self._cache[scale]
+
+    def profiles(self) -> dict[int, RunProfile]:
+        return {p: self.profile(p) for p in self.scales}
+
+    def _read_checked(self, scale: int, run_dir: pathlib.Path) -> RunProfile:
+        where = run_dir.relative_to(self.path) if run_dir.is_relative_to(self.path) else run_dir
+        if not run_dir.is_dir():
+            raise UserError(f"{self.path}: run directory {where} is missing; {RERUN}")
+        try:
+            prof = self.read_run(run_dir)
+        except UserError:
+            raise
+        except (OSError, ValueError, KeyError, IndexError) as e:
+            raise UserError(f"{where}: cannot read the profile files ({e}); the run may have crashed, rerun it") from None
+        expected = self.psg.hash()
+        if prof.psg_hash != expected:
+            raise UserError(f"{where}: profile was recorded with PSG {prof.psg_hash or '(none)'} but {self.path}/psg.json "
+                            f"is {expected}: it comes from another build of the program; {RERUN} with the current executable")
+        if prof.nvertices != len(self.psg):
+            raise UserError(f"{where}: profile has {prof.nvertices} vertices, the PSG has {len(self.psg)}; {RERUN}")
+        if prof.nranks != scale:
+            raise UserError(f"{where}: {prof.nranks} ranks recorded for a run at {scale} processes "
+                            f"(a rank crashed or its file is missing); {RERUN}")
+        return prof
+
+
+def median_of_repetitions(reps: list[RunProfile]) -> RunProfile:
+    if len(reps) == 1:
+        return reps[0]
+    med = lambda name: np.median(np.stack([getattr(r, name) for r in reps]), axis=0)  # noqa: E731
+    totals = [float(r.time.sum(axis=1).max()) for r in reps]
+    typical = reps[int(np.argsort(totals)[len(totals) // 2])]
+    counters = {k: np.median(np.stack([r.counters[k] for r in reps]), axis=0)
+                for k in typical.counters if all(k in r.counters for r in reps)}
+    return RunProfile(typical.nranks, typical.nvertices, typical.psg_hash, med("time"),
+                      np.rint(med("samples")).astype(np.int64), np.rint(med("calls")).astype(np.int64),
+                      med("wait"), typical.deps, dict(typical.comm_members), counters,
+                      {**typical.meta, "repetitions": len(reps), "wall_time": float(np.median(totals))})
+
+
+def _default_read_run(run_dir: pathlib.Path) -> RunProfile:
+    from scalgraph.io.profile_file import read_run   # written by the shim side; imported when needed
+    return read_run(run_dir)
+
+
+def _load_json(path: pathlib.Path, what: str) -> dict:
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        raise UserError(f"{path.parent} is not a scalgraph experiment (no {path.name}); {RERUN}") from None
+    except OSError as e:
+        raise UserError(f"cannot read {path}: {e.strerror}") from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise UserError(f"{path} is not valid JSON (line {e.lineno}): the {what} is damaged; {RERUN}") from None
+    if not isinstance(data, dict):
+        raise UserError(f"{path} does not hold a {what}; {RERUN}")
+    return data
+
+
+def read_experiment(path, read_run: Callable[[pathlib.Path], RunProfile] | None = None) -> Experiment:
+    exp = pathlib.Path(path)
+    if not exp.exists():
+        raise UserError(f"{exp}: no such experiment directory; create one with `scalgraph run -n 2,4,8 -o {exp} -- ./app`")
+    if not exp.is_dir():
+        raise UserError(f"{exp} is a file, not an experiment directory; pass the directory `scalgraph run -o` wrote")
+    meta = _load_json(exp / "experiment.json", "experiment description")
+    if meta.get("format") != FORMAT:
+        raise UserError(f"{exp}/experiment.json is not a scalgraph experiment description (format tag missing)")
+    if meta.get("version") != VERSION:
+        raise UserError(f"{exp}/experiment.json has version {meta.get('version')}; this scalgraph reads {VERSION}")
+    psg_data = _load_json(exp / "psg.json", "Program Structure Graph")
+    try:
+        psg = psg_from_dict(psg_data)
+    except UserError as e:
+        raise UserError(f"{exp}/psg.json: {e}") from None
+    except (TypeError, ValueError) as e:
+        raise UserError(f"{exp}/psg.json has malformed columns ({e}); {RERUN}") from None
+    actual = psg.hash()
+    for where, claimed in (("psg.json", psg_data.get("hash")), ("experiment.json", meta.get("psg_hash"))):
+        if claimed and claimed != actual:
+            raise UserError(f"{exp}/{where} names PSG {claimed} but psg.json holds {actual}: the files come from "
+                            f"different builds; {RERUN}")
+    run_dirs: dict[int, list[pathlib.Path]] = {}
+    runs = meta.get("runs")
+    if not isinstance(runs, list):
+        raise UserError(f"{exp}/experiment.json has no list of runs; {RERUN}")
+    for run in runs:
+        try:
+            scale, status, rel = int(run["scale"]), run["status"], str(run["dir"])
+        except (KeyError, TypeError, ValueError):
+            raise UserError(f"{exp}/experiment.json has a malformed run entry {run!r}; {RERUN}") from None
+        if status != "ok":
+            continue
+        d = (exp / rel).resolve()
+        if not d.is_relative_to(exp.resolve()):
+            raise UserError(f"{exp}/experiment.json points outside the experiment ({rel}); refusing to read it")
+        run_dirs.setdefault(scale, []).append(d)
+    if not run_dirs:
+        states = ", ".join(sorted({str(r.get("status")) for r in runs if isinstance(r, dict)})) or "none recorded"
+        raise UserError(f"{exp} has no successful runs (run states: {states}); {RERUN}")
+    return Experiment(exp.resolve(), meta, psg, run_dirs, read_run or _default_read_run)
+
+
+def write_json_atomic(path: pathlib.Path, data: dict) -> None:
+    """Write then rename, so a reader never sees half a file."""
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(data, indent=1))
+    os.replace(tmp, path)
+
+
+def write_experiment(path, psg: PSG, command: list[str], runs: list[dict], repeat: int = 1,
+                     mpi_library: str = "") -> pathlib.Path:
+    """Write experiment.json and psg.json (the rank files are written by the shim during the runs)."""
+    exp = pathlib.Path(path)
+    exp.mkdir(parents=True, exist_ok=True)
+    write_json_atomic(exp / "psg.json", psg.to_dict())
+    meta = {"format": FORMAT, "version": VERSION, "command": list(command),
+            "scales": sorted({int(r["scale"]) for r in runs}), "repeat": repeat, "psg_hash": psg.hash(),
+            "mpi_library": mpi_library, "created": datetime.datetime.now(datetime.timezone.utc).isoformat(),
+            "runs": runs}
+    write_json_atomic(exp / "experiment.json", meta)
+    return exp
+
+
+def run_entry(scale: int, rep: int = 0, status: str = "ok", wall_time: float = 0.0, exit_code: int = 0) -> dict:
+    return {"scale": scale, "rep": rep, "status": status, "wall_time": wall_time, "exit_code": exit_code,
+            "dir": f"scale-{scale}/rep-{rep}"}

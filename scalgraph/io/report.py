@@ -1,0 +1,112 @@
+"""Writers for the detection result (the dict built by scalgraph.analysis.detect.analyse):
+terminal text with source excerpts, and JSON for machines."""
+from __future__ import annotations
+
+import json
+import pathlib
+
+CONTEXT_LINES = 2
+
+
+def source_excerpt(file: str, first: int, last: int, roots: list[pathlib.Path],
+                   context: int = CONTEXT_LINES) -> list[str]:
+    """A few numbered lines around first..last, the cause's lines marked with '>'; or one line
+    saying why no source is shown."""
+    if not file or first <= 0:
+        return ["(no source line recorded for this vertex)"]
+    path = _find_source(file, roots)
+    if path is None:
+        return [f"(source file {file} not found; run detect from the build directory or pass --source-dir)"]
+    try:
+        lines = path.read_text(errors="replace").splitlines()
+    except OSError as e:
+        return [f"(cannot read {path}: {e.strerror})"]
+    last = max(first, last or first)
+    if first > len(lines):
+        return [f"({path} has only {len(lines)} lines; it changed since the build)"]
+    lo, hi = max(1, first - context), min(len(lines), last + context)
+    width = len(str(hi))
+    return [f"{'>' if first <= n <= last else ' '} {n:>{width}} | {lines[n - 1]}" for n in range(lo, hi + 1)]
+
+
+def _find_source(file: str, roots: list[pathlib.Path]) -> pathlib.Path | None:
+    p = pathlib.Path(file)
+    candidates = [p] if p.is_absolute() else [r / p for r in roots] + [r / p.name for r in roots]
+    return next((c for c in candidates if c.is_file()), None)
+
+
+def _fmt_s(x: float) -> str:
+    if x == 0:
+        return "0 s"
+    if abs(x) < 1e-3:
+        return f"{x * 1e6:.3g} us"
+    if abs(x) < 1:
+        return f"{x * 1e3:.3g} ms"
+    return f"{x:.3g} s"
+
+
+def _ratio(r) -> str:
+    return "only this rank" if r["ratio"] is None else f"x{r['ratio']:.2f}"
+
+
+def _abnormal_line(entries: list[dict], max_ranks: int = 6) -> list[str]:
+    out = []
+    for a in entries:
+        what = "own time" if a["metric"] == "time" else "waiting"
+        ranks = ", ".join(f"rank {r['rank']} ({_ratio(r)}, +{_fmt_s(r['excess'])})" for r in a["ranks"][:max_ranks])
+        more = f" and {a['nranks'] - max_ranks} more" if a["nranks"] > max_ranks else ""
+        out.append(f"abnormal {what} (median {_fmt_s(a['median'])}): {ranks}{more}")
+    return out
+
+
+def _path_text(path: list[dict]) -> str:
+    hops = []
+    for i, s in enumerate(path):
+        node = f"{s['name']}@{s['rank']} ({s['location']})"
+        hops.append(node if i == 0 else f"-[{s['via']}]-> {node}")
+    return " ".join(hops)
+
+
+def write_text(result: dict, out, experiment: str = "", source_roots: list[pathlib.Path] | None = None) -> None:
+    roots = source_roots or [pathlib.Path.cwd()]
+    scales = result["scales"]
+    big = scales[-1]
+    t = result["thresholds"]
+    w = out.write
+    w(f"scalgraph detect {experiment}: scales {', '.join(map(str, scales))}; "
+      f"run time at p={big}: {_fmt_s(result['run_time'][str(big)])}\n")
+    w(f"thresholds: AbnormThd {t['abnorm_thd']}, causes below {t['min_share'] * 100:g}% of the run time "
+      f"({_fmt_s(t['min_seconds'])}) not reported, {t['ideal']}-scaling ideal"
+      f"{', ranks merged by the slowest of %d clusters' % t['clusters'] if t['clusters'] > 1 else ''}\n")
+    for note in result["notes"]:
+        w(f"note: {note}\n")
+    if not result["problem_found"]:
+        w(f"\nNo scaling problem found: no vertex loses {t['min_share'] * 100:g}% of "
+          f"the run time or more at p={big}, and no rank exceeds {t['abnorm_thd']} x the median by that much.\n")
+        return
+    for n, c in enumerate(result["root_causes"], 1):
+        w(f"\n#{n} {c['location']}  in {c['function']}  [{c['kind']} {c['name']}]  rank {c['rank']}\n")
+        w(f"   cost {_fmt_s(c['cost'])} = {c['cost_share'] * 100:.1f}% of the run time at p={big}; "
+          f"mean time share {c['time_share'] * 100:.1f}%\n")
+        means = ", ".join(f"p={p}: {_fmt_s(c['mean_time'][str(p)])}" for p in scales)
+        w(f"   mean time per rank: {means}\n")
+        if c.get("model"):
+            pred = ", ".join(f"p={p}: {_fmt_s(v)}" for p, v in c["predicted"].items())
+            w(f"   scaling model T(p) = {c['model']} (log-log slope {c['log_log_slope']:+.2f}); "
+              f"scaling loss at p={big}: {_fmt_s(c['scaling_loss'])}; predicted {pred}\n")
+        else:
+            w(f"   scaling model: {c.get('note', 'not fitted')}\n")
+        for line in _abnormal_line(c["abnormal"]):
+            w(f"   {line}\n")
+        if c["abnormal_at_scales"]:
+            w(f"   abnormal at scales: {', '.join(map(str, c['abnormal_at_scales']))}\n")
+        f = c["found_from"]
+        w(f"   found from the {f['reason']} vertex {f['name']}@{f['rank']} ({f['location']}); path:\n")
+        w(f"     {_path_text(c['path'])}\n")
+        for line in source_excerpt(c["file"], c["line"], c["line_last"], roots):
+            w(f"     {line}\n")
+
+
+def write_json(result: dict, out, experiment: str = "") -> None:
+    json.dump({"format": "scalgraph-detect", "version": 1, "experiment": experiment, **result}, out, indent=1)
+    out.write("\n")

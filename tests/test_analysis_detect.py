@@ -1,0 +1,155 @@
+"""Detection on synthetic runs whose root cause is known (scalgraph.analysis.synthetic)."""
+from __future__ import annotations
+
+import numpy as np
+
+from scalgraph.analysis import synthetic as syn
+from scalgraph.analysis.abnormal import find_abnormal
+from scalgraph.analysis.backtrack import backtrack
+from scalgraph.analysis.detect import analyse
+from scalgraph.analysis.ppg import build_ppg, intra_process_dependences
+from scalgraph.model.profile import DEP_RECV, DEP_SEND
+
+
+def test_intra_process_edges_follow_execution_order_and_loop_ends():
+    psg = syn.psg_from_tree(syn.CG_TREE)
+    data, control = intra_process_dependences(psg)
+    at = lambda line: syn.vertex_at(psg, line)  # noqa: E731
+    assert data[at(5)] == 0                         # first child -> its parent
+    assert data[at(10)] == at(5)                    # loop after the set-up
+    assert data[at(12)] == at(10)                   # first statement of the body -> the loop header
+    assert data[at(20)] == at(16)
+    assert control[at(10)] == at(20)                # loop -> the end of its body
+    assert control[at(12)] == -1 and data[0] == -1
+
+
+def test_ppg_matches_sends_with_receives():
+    psg, runs, _ = syn.cg_like(scales=(4,))
+    ppg = build_ppg(psg, runs[4])
+    send, recv = syn.vertex_at(psg, 15), syn.vertex_at(psg, 16)
+    # rank 2 receives from rank 1 (the slow one) and waited for it
+    assert ppg.comm_edges(recv, 2) == [(send, 1, 0.4)]
+    assert ppg.comm_edges(recv, 0) == [(send, 3, 0.0)]
+    assert ppg.comm_edges(send, 0) == []            # sends that did not wait have no backward edge
+    allr = syn.vertex_at(psg, 20)
+    assert ppg.collective_partners(allr, 0) == [(allr, r) for r in range(4)]
+
+
+def test_tag_mismatch_falls_back_to_any_tag_of_the_same_pair_and_synchronous_send_edge():
+    psg, runs, _ = syn.cg_like(scales=(2,))
+    prof = runs[2]
+    send, recv = syn.vertex_at(psg, 15), syn.vertex_at(psg, 16)
+    prof.deps["tag"][prof.deps["kind"] == DEP_RECV] = 99          # e.g. received with MPI_ANY_TAG remapped
+    prof.deps["wait"][(prof.deps["kind"] == DEP_SEND) & (prof.deps["rank"] == 0)] = 0.25
+    ppg = build_ppg(psg, prof)
+    assert ppg.comm_edges(recv, 0)[0][:2] == (send, 1)
+    assert ppg.comm_edges(send, 0) == [(recv, 1, 0.25)]           # blocked sender -> late receiver
+
+
+def test_backtracking_jumps_to_the_last_arriving_participant_of_a_collective():
+    psg, runs, comp = syn.cg_like(scales=(8,), slow=5)
+    ppg = build_ppg(psg, runs[8])
+    allr = syn.vertex_at(psg, 20)
+    steps = backtrack(ppg, allr, 0)
+    assert (steps[1].vertex, steps[1].rank, steps[1].via) == (allr, 5, "collective")
+    assert (comp, 5) in [(s.vertex, s.rank) for s in steps]
+    assert steps[-1].vertex == 0                    # walks on to the root
+
+
+def test_backtracking_follows_the_waiting_p2p_edge():
+    psg, runs, comp = syn.cg_like(scales=(8,), slow=5)
+    ppg = build_ppg(psg, runs[8])
+    recv, send = syn.vertex_at(psg, 16), syn.vertex_at(psg, 15)
+    steps = [(s.vertex, s.rank, s.via) for s in backtrack(ppg, recv, 6)]
+    assert steps[:3] == [(recv, 6, "start"), (send, 5, "comm"), (comp, 5, "data")]
+
+
+def test_backtracking_enters_a_loop_at_its_end_once_and_terminates():
+    psg, runs, _ = syn.cg_like(scales=(4,))
+    ppg = build_ppg(psg, runs[4])
+    final = syn.vertex_at(psg, 40)
+    walk = backtrack(ppg, final, 0)
+    steps = [(s.vertex, s.via) for s in walk]
+    at = lambda line: syn.vertex_at(psg, line)  # noqa: E731
+    assert steps[:3] == [(final, "start"), (at(10), "data"), (at(20), "control")]
+    assert steps[-1] == (0, "data")
+    assert len({(s.vertex, s.rank) for s in walk}) == len(walk)
+
+
+def test_cg_like_extra_computation_on_one_rank_is_the_top_root_cause():
+    psg, runs, comp = syn.cg_like(slow=1)
+    result = analyse(psg, runs)
+    assert result["problem_found"]
+    top = result["root_causes"][0]
+    assert (top["vertex"], top["rank"], top["line"]) == (comp, 1, 12)
+    assert abs(top["cost"] - 0.4) < 0.05
+    ranks = {r["rank"] for a in top["abnormal"] for r in a["ranks"]}
+    assert ranks == {1}
+    # it was reached from the Allreduce (non-scalable because of the waiting) through rank 1
+    assert top["found_from"]["name"] == "MPI_Allreduce"
+    assert [s["via"] for s in top["path"]][:2] == ["start", "collective"]
+    assert any(n["name"] == "MPI_Allreduce" for n in result["non_scalable"])
+
+
+def test_imbalanced_stencil_names_the_update_and_the_heavy_ranks():
+    psg, runs, upd = syn.imbalanced_stencil()
+    result = analyse(psg, runs)
+    top = result["root_causes"][0]
+    assert top["vertex"] == upd and top["rank"] in range(4)
+    abn = [a for a in top["abnormal"] if a["metric"] == "time"][0]
+    assert {r["rank"] for r in abn["ranks"]} == {0, 1, 2, 3}
+    assert all(1.5 < r["ratio"] < 1.7 for r in abn["ranks"])
+    # the neighbours' unusual waiting in the Waitall leads to the same line
+    waitall = syn.vertex_at(psg, 15)
+    assert any(a["vertex"] == waitall and a["metric"] == "wait" for a in result["abnormal"])
+    assert len(result["root_causes"]) == 1
+
+
+def test_badly_scaling_collective_is_its_own_root_cause_with_a_linear_model():
+    psg, runs, a2a = syn.bad_collective()
+    result = analyse(psg, runs)
+    top = result["root_causes"][0]
+    assert top["vertex"] == a2a and top["name"] == "MPI_Alltoall"
+    assert top["model"].endswith("* p")
+    assert np.isclose(top["predicted"]["32"], 0.32) and np.isclose(top["predicted"]["64"], 0.64)
+    assert np.isclose(top["scaling_loss"], 0.16 - 0.02 * 2 / 16)
+    assert top["abnormal"] == []
+
+
+def test_balanced_control_reports_no_problem():
+    psg, runs, _ = syn.balanced()
+    result = analyse(psg, runs)
+    assert not result["problem_found"] and result["root_causes"] == []
+    assert result["abnormal"] == []
+
+
+def test_balanced_control_with_a_planted_slow_rank_is_found():
+    """The control is not quiet by construction: the same program with one slow rank is reported."""
+    psg, runs, _ = syn.balanced()
+    comp = syn.vertex_at(psg, 12)
+    for p, prof in runs.items():
+        prof.time[p - 1, comp] *= 1.8
+    result = analyse(psg, runs)
+    assert result["root_causes"][0]["vertex"] == comp and result["root_causes"][0]["rank"] == 15
+
+
+def test_one_scale_still_finds_abnormal_ranks():
+    psg, runs, comp = syn.imbalanced_stencil(scales=(8,))
+    result = analyse(psg, runs)
+    assert result["notes"] and result["root_causes"][0]["vertex"] == comp
+    assert result["root_causes"][0]["model"] is None and result["non_scalable"] == []
+
+
+def test_abnormal_threshold_is_relative_to_the_median():
+    psg, runs, comp = syn.imbalanced_stencil(scales=(8,))
+    found = {a.vertex for a in find_abnormal(psg, runs[8], thd=1.3) if a.metric == "time"}
+    assert comp in found
+    assert comp not in {a.vertex for a in find_abnormal(psg, runs[8], thd=1.7) if a.metric == "time"}
+
+
+def test_clustering_option_models_the_slowest_group():
+    psg, runs, comp = syn.cg_like(slow=1)
+    result = analyse(psg, runs, clusters=3)
+    assert result["root_causes"][0]["vertex"] == comp
+    # three groups: the slow rank, its waiting neighbour, the rest; the slow rank alone does not scale
+    assert result["root_causes"][0]["scaling_loss"] > 0.3
