@@ -72,6 +72,7 @@ class CommInstances:
     members: np.ndarray     # world ranks in communicator-rank order
     end_evt: np.ndarray     # [ninstances, size] COLL_END events
     op: np.ndarray          # [ninstances, size] ENTER of the collective call
+    key: int = -1           # synchronisation-partner key: nranks + index of the communicator
 
 
 def flatten(trace: tm.Trace) -> Flat:
@@ -276,6 +277,7 @@ def match_collectives(flat: Flat, nest: Nesting, comms: dict[int, list[int]]) ->
     order = np.lexsort((ends, flat.rank[ends], comm[ends]))
     ends = ends[order]
     out: list[CommInstances] = []
+    comm_index = {c: i for i, c in enumerate(sorted(comms))}
     for c in used.tolist():
         members = np.asarray(comms[c], np.int64)
         these = ends[comm[ends] == c]
@@ -294,5 +296,6 @@ def match_collectives(flat: Flat, nest: Nesting, comms: dict[int, list[int]]) ->
         for m in np.unique(rk).tolist():
             by_rank[m] = these[rk == m]
         end_evt = np.stack([by_rank[int(m)] for m in members], axis=1)
-        out.append(CommInstances(comm=c, members=members, end_evt=end_evt, op=nest.owner[end_evt]))
+        out.append(CommInstances(comm=c, members=members, end_evt=end_evt, op=nest.owner[end_evt],
+                                 key=flat.nranks + comm_index[c]))
     return out

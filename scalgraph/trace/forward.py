@@ -1,0 +1,128 @@
+"""Forward replay: match the trace once, then run every registered pattern over all instances.
+
+This is a sequential, global-view port of Scalasca's parallel replay: instead of re-enacting each
+message, the matching (matching.py) pairs every synchronisation with its partners up front, and each
+pattern evaluates all its instances at once over numpy arrays.  Results go into a
+[pattern, call path, rank] cube of inclusive severities, in seconds.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from scalgraph.errors import UserError
+from scalgraph.model import trace as tm
+from scalgraph.trace import matching, patterns, waitops
+
+
+@dataclass
+class ReplayContext:
+    trace: tm.Trace
+    flat: matching.Flat
+    nest: matching.Nesting
+    msgs: matching.Messages
+    colls: list[matching.CommInstances]
+    time: np.ndarray            # event times (flat)
+    exit_time: np.ndarray       # for an ENTER: the time of its EXIT (or of the rank's last event)
+    region_is_test: np.ndarray  # per region: MPI_Test* (never waits)
+    region_coll_kind: np.ndarray  # per region: index into patterns.COLL_KINDS
+    region_class: list[str]     # per region: patterns.region_class
+
+    @property
+    def ev(self) -> np.ndarray:
+        return self.flat.ev
+
+    @property
+    def nranks(self) -> int:
+        return self.flat.nranks
+
+    @property
+    def nevents(self) -> int:
+        return len(self.time)
+
+    @property
+    def ncallpaths(self) -> int:
+        return self.nest.ncallpaths
+
+
+@dataclass
+class ForwardResult:
+    ctx: ReplayContext
+    waits: np.ndarray           # patterns.WAIT_DTYPE, every wait state found
+    cube: np.ndarray            # [pattern, call path, rank] inclusive severity in seconds
+    excl_time: np.ndarray       # [call path, rank] exclusive time
+    clock_violations: int
+
+    @property
+    def sync_waits(self) -> np.ndarray:
+        """The wait states with a causer (delay analysis and the critical path use these)."""
+        return self.waits[patterns.SYNC_PATTERNS[self.waits["pattern"]]]
+
+
+def build_context(trace: tm.Trace, allow_unmatched: bool = False) -> ReplayContext:
+    if trace.nranks == 0:
+        raise UserError("the trace has no locations; nothing to analyse")
+    flat = matching.flatten(trace)
+    nest = matching.match_regions(flat)
+    msgs = matching.match_messages(flat, nest)
+    if not allow_unmatched and (len(msgs.unmatched_send) or len(msgs.unmatched_recv)):
+        side, g = (("send", msgs.unmatched_send[0]) if len(msgs.unmatched_send)
+                   else ("receive", msgs.unmatched_recv[0]))
+        r = int(flat.rank[g])
+        raise UserError(f"{len(msgs.unmatched_send)} sends and {len(msgs.unmatched_recv)} receives have no "
+                        f"partner (first: a {side} on rank {r} at t={flat.ev['time'][g]:.9g}, tag "
+                        f"{int(flat.ev['tag'][g])}); the trace is incomplete or a rank's file is missing")
+    colls = matching.match_collectives(flat, nest, trace.comms)
+    t = flat.ev["time"].astype(np.float64)
+    last_time = np.repeat(t[np.maximum(flat.offsets[1:] - 1, 0)], np.diff(flat.offsets))
+    exit_time = np.where(nest.partner >= 0, t[np.maximum(nest.partner, 0)], last_time)
+    names = [r.name for r in trace.regions]
+    region_is_test = np.array([n.startswith("MPI_Test") for n in names] + [False], bool)
+    region_coll_kind = np.array([patterns.COLL_KINDS.index(patterns.COLLECTIVE_KIND.get(n, ""))
+                                 for n in names] + [0], np.int64)
+    return ReplayContext(trace=trace, flat=flat, nest=nest, msgs=msgs, colls=colls, time=t,
+                         exit_time=exit_time, region_is_test=region_is_test,
+                         region_coll_kind=region_coll_kind,
+                         region_class=[patterns.region_class(n) for n in names])
+
+
+def exclusive_time(ctx: ReplayContext) -> np.ndarray:
+    """[call path, rank]: time between each event and the next, booked to the innermost open region."""
+    t, f = ctx.time, ctx.flat
+    dt = np.zeros(len(t))
+    dt[:-1] = t[1:] - t[:-1]
+    dt[np.maximum(f.offsets[1:] - 1, 0)] = 0.0            # the last event of a rank ends nothing
+    cp = ctx.nest.cp_after
+    inside = cp >= 0
+    c, p = ctx.ncallpaths, ctx.nranks
+    key = cp[inside] * p + f.rank[inside]
+    return waitops.segment_sum(key, dt[inside], c * p).reshape(c, p)
+
+
+def forward_replay(ctx: ReplayContext) -> ForwardResult:
+    found: dict[str, np.ndarray] = {}
+    for pat in patterns.PATTERNS:
+        if pat.evaluate is not None:
+            found[pat.key] = pat.evaluate(ctx, found)
+    waits = np.concatenate([found[k] for k in found]) if found else np.zeros(0, patterns.WAIT_DTYPE)
+
+    c, p = ctx.ncallpaths, ctx.nranks
+    excl = exclusive_time(ctx)
+    cube = np.zeros((len(patterns.PATTERNS), c, p))
+    for i, pat in enumerate(patterns.PATTERNS):
+        if pat.evaluate is not None:
+            rows = found[pat.key]
+            key = ctx.nest.callpath[rows["op"]] * p + rows["rank"]
+            cube[i] = waitops.segment_sum(key, rows["wait"], c * p).reshape(c, p)
+        elif pat.region_class == "all":
+            cube[i] = excl
+        else:
+            regions = ctx.nest.cp_region
+            cls = np.array([ctx.region_class[r] if r >= 0 else "user" for r in regions.tolist()], dtype=object)
+            wanted = {"mpi": {"mpi", "p2p", "collective", "barrier"}}.get(pat.region_class, {pat.region_class})
+            mask = np.array([x in wanted for x in cls], bool) if c else np.zeros(0, bool)
+            cube[i] = np.where(mask[:, None], excl, 0.0)
+    m = ctx.msgs
+    violations = waitops.clock_violations(ctx.time[m.send_evt], ctx.time[m.recv_evt])
+    return ForwardResult(ctx=ctx, waits=waits, cube=cube, excl_time=excl, clock_violations=violations)

@@ -1,0 +1,293 @@
+"""Wait-state patterns, one small registered unit each, in one table (Scalasca's names and hierarchy).
+
+A pattern has a key, Scalasca's display name, a parent, a unit, a description and an evaluator.  An
+evaluator takes the replay context (matched events, see forward.py) and the rows found so far by the
+patterns before it, and returns its wait states as a WAIT_DTYPE array, vectorised over all instances.
+Grouping nodes (Time, MPI, Point-to-point, ...) have no evaluator: their value is the time spent in
+the call paths of their class.  `sync=True` marks wait states that have a causer and so take part in
+delay analysis and the critical path; Late Sender / Wrong Order re-classifies Late Sender rows and is
+not counted twice.  Formulas: shared/notes/trace-analysis-reference.md §3.1-3.2, via waitops.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+from scalgraph.trace import waitops
+
+WAIT_DTYPE = np.dtype([
+    ("pattern", "<i2"),
+    ("rank", "<i4"),        # the waiting rank
+    ("op", "<i8"),          # ENTER (global index) of the call that waits
+    ("wait", "<f8"),        # waiting time ω
+    ("causer", "<i4"),      # rank charged with the delay (seed 000 §5); -1 if none
+    ("causer_op", "<i8"),   # ENTER of the causer's call in this synchronisation
+    ("cp_causer", "<i4"),   # rank whose arrival ended the wait (critical path jumps there)
+    ("cp_causer_op", "<i8"),
+    ("key", "<i8"),         # synchronisation partner: peer rank (p2p) or nranks + comm index
+])
+
+
+@dataclass(frozen=True)
+class Pattern:
+    key: str
+    name: str
+    parent: str | None
+    description: str
+    evaluate: Callable | None = None      # (ctx, found: dict[key, rows]) -> rows
+    region_class: str | None = None       # grouping nodes: the MPI call class they sum
+    sync: bool = False
+    unit: str = "sec"
+
+
+def _rows(n: int) -> np.ndarray:
+    return np.zeros(n, WAIT_DTYPE)
+
+
+def _fill(pattern_key, rank, op, wait, causer, causer_op, key, cp_causer=None, cp_causer_op=None):
+    keep = wait > 0
+    out = _rows(int(keep.sum()))
+    out["pattern"] = PATTERN_INDEX[pattern_key]
+    out["rank"], out["op"], out["wait"] = rank[keep], op[keep], wait[keep]
+    out["causer"], out["causer_op"], out["key"] = causer[keep], causer_op[keep], key[keep]
+    out["cp_causer"] = (causer if cp_causer is None else cp_causer)[keep]
+    out["cp_causer_op"] = (causer_op if cp_causer_op is None else cp_causer_op)[keep]
+    return out
+
+
+# --- point to point ----------------------------------------------------------------------------
+
+def _late_sender(ctx, found):
+    m = ctx.msgs
+    t, ex = ctx.time, ctx.exit_time
+    en_r, ex_r, en_s = t[m.recv_op], ex[m.recv_op], t[m.send_op]
+    wait = waitops.late_sender(en_r, ex_r, en_s)
+    wait[ctx.region_is_test[ctx.ev["region"][m.recv_op]]] = 0.0           # MPI_Test* never waits
+    wait[~waitops.keep_largest_per_group(m.recv_op, wait)] = 0.0
+    return _fill("late_sender", m.dst, m.recv_op, wait, m.src, m.send_op, m.src)
+
+
+def _wrong_order(ctx, found):
+    """A Late Sender whose message was sent after a message that this rank receives later."""
+    ls = found["late_sender"]
+    if len(ls) == 0:
+        return _rows(0)
+    m = ctx.msgs
+    send_t = ctx.time[m.send_evt]
+    recv_pos = m.recv_evt
+    is_wo = np.zeros(len(m), bool)
+    for r in np.unique(m.dst).tolist():                 # a loop over ranks, vectorised within
+        sel = np.flatnonzero(m.dst == r)
+        sel = sel[np.argsort(recv_pos[sel], kind="stable")]
+        s = send_t[sel]
+        later_min = np.minimum.accumulate(s[::-1])[::-1]
+        later_min = np.append(later_min[1:], np.inf)    # min over strictly later receives
+        is_wo[sel] = later_min < s
+    # the Late Sender row of a call is the message kept by keep_largest_per_group: find it by op
+    op_wo = np.zeros(ctx.nevents, bool)
+    op_wo[m.recv_op[is_wo]] = True
+    rows = ls[op_wo[ls["op"]]].copy()
+    rows["pattern"] = PATTERN_INDEX["late_sender_wrong_order"]
+    return rows
+
+
+def _late_receiver(ctx, found):
+    m = ctx.msgs
+    b = m.blocking_send
+    t, ex = ctx.time, ctx.exit_time
+    wait = waitops.late_receiver(t[m.send_op[b]], ex[m.send_op[b]], t[m.post_op[b]])
+    return _fill("late_receiver", m.src[b], m.send_op[b], wait, m.dst[b], m.post_op[b], m.dst[b])
+
+
+# --- collectives -------------------------------------------------------------------------------
+
+COLL_KINDS = ("", "barrier", "nxn", "1ton", "nto1", "scan")
+COLLECTIVE_KIND = {
+    "MPI_Barrier": "barrier",
+    **{n: "nxn" for n in ("MPI_Allreduce", "MPI_Allgather", "MPI_Allgatherv", "MPI_Alltoall",
+                          "MPI_Reduce_scatter", "MPI_Reduce_scatter_block")},
+    **{n: "1ton" for n in ("MPI_Bcast", "MPI_Scatter", "MPI_Scatterv")},
+    **{n: "nto1" for n in ("MPI_Reduce", "MPI_Gather", "MPI_Gatherv")},
+    **{n: "scan" for n in ("MPI_Scan", "MPI_Exscan")},
+}
+
+
+def _instances(ctx, kind):
+    """Per communicator, the instances of collectives of one kind as 2D arrays [instances, members]."""
+    for ci in ctx.colls:
+        if ci.end_evt.shape[1] < 2:
+            continue
+        sel = ctx.region_coll_kind[ctx.ev["region"][ci.op[:, 0]]] == COLL_KINDS.index(kind)
+        if not np.any(sel):
+            continue
+        op, end = ci.op[sel], ci.end_evt[sel]
+        yield ci, op, end, ctx.time[op], ctx.exit_time[op], ctx.ev["bytes"][end], ctx.ev["bytes_recv"][end]
+
+
+def _argmax_rows(values, mask):
+    v = np.where(mask, values, -np.inf)
+    return np.argmax(v, axis=1), v.max(axis=1)
+
+
+def _coll_rows(pattern_key, ci, op, wait, causer_col, key_cp_col=None):
+    n, size = op.shape
+    rows_idx = np.arange(n)[:, None].repeat(size, 1)
+    ranks = np.broadcast_to(ci.members, op.shape)
+    causer_col = np.broadcast_to(causer_col[:, None] if causer_col.ndim == 1 else causer_col, op.shape)
+    cp_col = causer_col if key_cp_col is None else np.broadcast_to(
+        key_cp_col[:, None] if key_cp_col.ndim == 1 else key_cp_col, op.shape)
+    causer = ci.members[causer_col]
+    causer_op = op[rows_idx, causer_col]
+    key = np.full(op.shape, -1, np.int64)
+    key[...] = ci.key
+    return _fill(pattern_key, ranks.ravel(), op.ravel(), wait.ravel(), causer.ravel(), causer_op.ravel(),
+                 key.ravel(), ci.members[cp_col].ravel(), op[rows_idx, cp_col].ravel())
+
+
+def _sync_wait(kind, pattern_key, senders_only):
+    def evaluate(ctx, found):
+        out = [_rows(0)]
+        for ci, op, end, en, ex, sent, recvd in _instances(ctx, kind):
+            can_cause = sent > 0 if senders_only else np.ones_like(en, bool)
+            last, last_en = _argmax_rows(en, can_cause)
+            wait = waitops.wait_until(en, ex, last_en[:, None])
+            if senders_only:
+                wait = np.where(recvd > 0, wait, 0.0)
+            wait[~np.isfinite(wait)] = 0.0
+            out.append(_coll_rows(pattern_key, ci, op, wait, last))
+        return np.concatenate(out)
+    return evaluate
+
+
+def _completion(kind, pattern_key, senders_only):
+    def evaluate(ctx, found):
+        out = [_rows(0)]
+        for ci, op, end, en, ex, sent, recvd in _instances(ctx, kind):
+            part = (sent > 0) & (recvd > 0) if senders_only else np.ones_like(en, bool)
+            min_ex = np.where(part, ex, np.inf).min(axis=1)
+            max_en = np.where(part, en, -np.inf).max(axis=1)
+            wait = np.where(part, waitops.completion(ex, min_ex[:, None], max_en[:, None]), 0.0)
+            rows = _coll_rows(pattern_key, ci, op, wait, np.zeros(len(op), np.int64))
+            rows["causer"], rows["causer_op"] = -1, -1     # completion waits have no causer
+            rows["cp_causer"], rows["cp_causer_op"] = -1, -1
+            out.append(rows)
+        return np.concatenate(out)
+    return evaluate
+
+
+def _late_broadcast(ctx, found):
+    out = [_rows(0)]
+    for ci, op, end, en, ex, sent, recvd in _instances(ctx, "1ton"):
+        rc = _root_columns(ctx, ci, end)
+        ok = rc >= 0
+        rows = np.arange(len(op))
+        en_root = en[rows, np.maximum(rc, 0)]
+        col = np.arange(op.shape[1])[None, :]
+        wait = waitops.wait_until(en, ex, en_root[:, None])
+        wait = np.where((col != rc[:, None]) & (recvd > 0) & ok[:, None], wait, 0.0)
+        out.append(_coll_rows("late_broadcast", ci, op, wait, np.maximum(rc, 0)))
+    return np.concatenate(out)
+
+
+def _early_reduce(ctx, found):
+    out = [_rows(0)]
+    for ci, op, end, en, ex, sent, recvd in _instances(ctx, "nto1"):
+        rc = _root_columns(ctx, ci, end)
+        rows = np.arange(len(op))
+        col = np.arange(op.shape[1])[None, :]
+        sender = (sent > 0) & (col != rc[:, None])
+        first, first_en = _argmax_rows(-en, sender)
+        first_en = -first_en
+        last, _ = _argmax_rows(en, sender)
+        rcs = np.maximum(rc, 0)
+        w_root = waitops.wait_until(en[rows, rcs], ex[rows, rcs], first_en)
+        w_root = np.where((rc >= 0) & (recvd[rows, rcs] > 0) & np.isfinite(first_en), w_root, 0.0)
+        wait = np.zeros(op.shape)
+        wait[rows, rcs] = w_root
+        # seed 000: the delay of an n-to-1 operation is charged to the last rank to enter;
+        # the wait itself ends when the first sender arrives, so the critical path continues there
+        out.append(_coll_rows("early_reduce", ci, op, wait, last, first))
+    return np.concatenate(out)
+
+
+def _early_scan(ctx, found):
+    out = [_rows(0)]
+    for ci, op, end, en, ex, sent, recvd in _instances(ctx, "scan"):
+        run_max = np.maximum.accumulate(en, axis=1)
+        cols = np.arange(en.shape[1])[None, :]
+        who = np.maximum.accumulate(np.where(en == run_max, cols, 0), axis=1)
+        wait = waitops.wait_until(en, ex, run_max)
+        out.append(_coll_rows("early_scan", ci, op, wait, who))
+    return np.concatenate(out)
+
+
+def _root_columns(ctx, ci, end) -> np.ndarray:
+    """Column of the root (a world rank in the COLL_END event) per instance, -1 if not a member."""
+    root = ctx.ev["peer"][end[:, 0]]
+    col_of = np.full(ctx.nranks + 1, -1, np.int64)
+    col_of[ci.members] = np.arange(len(ci.members))
+    return np.where((root >= 0) & (root < ctx.nranks), col_of[np.clip(root, 0, ctx.nranks)], -1)
+
+
+PATTERNS: tuple[Pattern, ...] = (
+    Pattern("time", "Time", None, "Total time of all call paths on all ranks", region_class="all"),
+    Pattern("mpi", "MPI", "time", "Time spent in MPI calls", region_class="mpi"),
+    Pattern("p2p", "Point-to-point", "mpi", "Time in MPI point-to-point calls", region_class="p2p"),
+    Pattern("late_sender", "Late Sender", "p2p",
+            "A receive (or the wait completing it) blocked before the matching send started",
+            _late_sender, sync=True),
+    Pattern("late_sender_wrong_order", "Late Sender / Wrong Order", "late_sender",
+            "Late Sender while a message sent earlier was still waiting to be received",
+            _wrong_order),
+    Pattern("late_receiver", "Late Receiver", "p2p",
+            "A blocking send waited for the receiver to post the matching receive",
+            _late_receiver, sync=True),
+    Pattern("collective", "Collective", "mpi", "Time in MPI collective communication",
+            region_class="collective"),
+    Pattern("early_reduce", "Early Reduce", "collective",
+            "The root of an n-to-1 operation waited for the first sender", _early_reduce, sync=True),
+    Pattern("early_scan", "Early Scan", "collective",
+            "A rank in a scan waited for a lower rank to enter", _early_scan, sync=True),
+    Pattern("late_broadcast", "Late Broadcast", "collective",
+            "A rank in a 1-to-n operation waited for the root to enter", _late_broadcast, sync=True),
+    Pattern("wait_nxn", "Wait at N x N", "collective",
+            "A rank in an n-to-n operation waited for the last rank to enter",
+            _sync_wait("nxn", "wait_nxn", senders_only=True), sync=True),
+    Pattern("nxn_completion", "N x N Completion", "collective",
+            "Time in an n-to-n operation after the first rank finished it",
+            _completion("nxn", "nxn_completion", senders_only=True)),
+    Pattern("synchronization", "Synchronization", "mpi", "Time in MPI barriers", region_class="barrier"),
+    Pattern("wait_barrier", "Wait at Barrier", "synchronization",
+            "A rank waited in a barrier for the last rank to enter",
+            _sync_wait("barrier", "wait_barrier", senders_only=False), sync=True),
+    Pattern("barrier_completion", "Barrier Completion", "synchronization",
+            "Time in a barrier after the first rank finished it",
+            _completion("barrier", "barrier_completion", senders_only=False)),
+)
+
+PATTERN_INDEX = {p.key: i for i, p in enumerate(PATTERNS)}
+SYNC_PATTERNS = np.array([p.sync for p in PATTERNS])
+
+
+def children(key: str) -> list[str]:
+    return [p.key for p in PATTERNS if p.parent == key]
+
+
+# MPI call classes of the grouping nodes, by region name (Scalasca classifies by name too)
+def region_class(name: str) -> str:
+    if not name.upper().startswith("MPI_"):
+        return "user"
+    if name == "MPI_Barrier":
+        return "barrier"
+    if name in COLLECTIVE_KIND or name.startswith(("MPI_Allgather", "MPI_Alltoall", "MPI_Gather",
+                                                   "MPI_Scatter", "MPI_Reduce", "MPI_Bcast", "MPI_Scan",
+                                                   "MPI_Exscan", "MPI_Allreduce")):
+        return "collective"
+    if name.startswith(("MPI_Send", "MPI_Recv", "MPI_Isend", "MPI_Irecv", "MPI_Bsend", "MPI_Ssend",
+                        "MPI_Rsend", "MPI_Ibsend", "MPI_Issend", "MPI_Irsend", "MPI_Wait", "MPI_Test",
+                        "MPI_Sendrecv", "MPI_Probe", "MPI_Iprobe", "MPI_Start", "MPI_Cancel",
+                        "MPI_Request_free")):
+        return "p2p"
+    return "mpi"
