@@ -1,0 +1,431 @@
+"""Clock-condition violations and their correction (seed 004; formulas and parameters from
+shared/notes/trace-analysis-reference.md §7, tagged [EXT] there).
+
+Order, as in seed 004 §V: linear offset interpolation (when the trace carries clock offsets
+measured at init and finalize), then the controlled logical clock (CLC):
+
+1. Logical messages (happened-before edges): p2p SEND/ISEND -> RECV/IRECV (matching.py, MPI's
+   non-overtaking rule); barrier and MPI_Init/Finalize: every ENTER -> every EXIT; N x N
+   (allreduce, allgather(v), alltoall, reduce_scatter(_block)): ENTER of ranks that send bytes ->
+   EXIT of ranks that receive bytes; 1-to-N (bcast, scatter(v)): root ENTER -> non-root EXITs;
+   N-to-1 (reduce, gather(v)): ENTERs of senders -> root EXIT; scan/exscan: ENTER_k (k <= l) ->
+   EXIT_l.  Alltoallv/w, non-blocking and unknown collectives and size-1 communicators are
+   internal events.  A logical message is a *sender set* (its max is what the receiver waits for).
+2. Forward amortisation in happened-before order: internal events
+   C_i = max(t_i, C_{i-1} + delta, C_{i-1} + gamma*(t_i - t_{i-1})), C_0 = t_0;
+   a logical receive additionally C_i >= max(C(senders)) + l_min; the jump is
+   Delta_i = C_i - C^loc_i.  Between receives this recurrence is evaluated in closed form with a
+   cumulative maximum (numpy), so only receives cost a Python step.
+3. Backward amortisation, per location, over the corrected receives in forward order: a linear ramp
+   of slope `slope` before each jump, made steeper where a logical send would otherwise pass its
+   bound (min over its receivers of C(recv) - l_min), recursing on the part before that send.
+
+Guarantees (what tests/test_trace_clock*.py assert): every CLC-corrected time >= the time it had
+before the CLC (events only move forward; offset interpolation, a different correction, may move
+them either way); times stay strictly increasing per location (delta > 0); every logical message
+has C(recv) >= C(send) + l_min (up to rounding, 1e-12 s), so no violation remains.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from scalgraph.errors import UserError
+from scalgraph.model import trace as tm
+from scalgraph.trace import matching
+
+# Kinds of logical message, for the report.
+P2P, BARRIER, NXN, ONE_TO_N, N_TO_ONE, SCAN, INIT_FINALIZE = range(7)
+MESSAGE_KINDS = ("point-to-point receive before its send", "collective exit before the last enter",
+                 "N x N exit before the last sending enter", "1-to-N exit before the root's enter",
+                 "N-to-1 root exit before a sender's enter", "scan exit before a lower rank's enter",
+                 "MPI_Init/Finalize exit before the last enter")
+
+_NXN = {"allreduce", "allgather", "allgatherv", "alltoall", "reduce_scatter", "reduce_scatter_block"}
+_ONE_TO_N = {"bcast", "scatter", "scatterv"}
+_N_TO_ONE = {"reduce", "gather", "gatherv"}
+_SCAN = {"scan", "exscan"}
+
+VIOLATION_DTYPE = np.dtype([
+    ("kind", "i1"),            # index into MESSAGE_KINDS
+    ("recv_rank", "<i4"), ("recv_index", "<i8"),   # the logical receive (local event index)
+    ("send_rank", "<i4"), ("send_index", "<i8"),   # its latest logical sender
+    ("amount", "<f8"),         # seconds the receive is early: C(send) + l_min - C(recv) > 0
+])
+
+
+@dataclass(frozen=True)
+class ClockParams:
+    """Defaults are Scalasca's [EXT] values from the reference note §7 (seconds)."""
+    delta: float = 1e-9          # minimum distance of consecutive events on a location
+    gamma: float = 0.99999       # interval-preservation factor of forward amortisation (pass 1)
+    l_min_p2p: float = 1e-6      # minimum latency of a point-to-point message
+    l_min_coll: float = 1e-6     # minimum latency of a collective's logical messages
+    slope: float = 0.01          # initial slope of the backward-amortisation ramp
+
+    def __post_init__(self):
+        if not (self.delta >= 0 and 0 < self.gamma <= 1 and self.l_min_p2p >= 0 and self.l_min_coll >= 0
+                and self.slope > 0):
+            raise UserError("clock correction parameters: need delta >= 0, 0 < gamma <= 1, l_min >= 0, slope > 0")
+
+
+@dataclass
+class LogicalMessages:
+    """Happened-before edges over the flat trace (global event indices, see matching.flatten).
+    Sender set s has members set_members[set_ptr[s]:set_ptr[s+1]]; receive i waits for set recv_set[i]."""
+    set_members: np.ndarray
+    set_ptr: np.ndarray
+    set_kind: np.ndarray
+    set_lmin: np.ndarray
+    recv_evt: np.ndarray
+    recv_set: np.ndarray
+
+    @property
+    def nsets(self) -> int:
+        return len(self.set_ptr) - 1
+
+
+@dataclass
+class ClockReport:
+    violations: np.ndarray                   # VIOLATION_DTYPE, found in the input (after offset interpolation)
+    offsets_applied: bool = False
+    corrected: bool = False
+    jumps: int = 0                           # receives moved forward by the CLC
+    max_jump: float = 0.0
+    max_shift: float = 0.0                   # largest total forward move of any event
+    params: ClockParams = field(default_factory=ClockParams)
+
+    def summary(self) -> str:
+        v = self.violations
+        if len(v) == 0:
+            head = "clock condition holds: no receive before its send, no collective exit before its enters"
+        else:
+            kinds = np.bincount(v["kind"], minlength=len(MESSAGE_KINDS))
+            parts = ", ".join(f"{n} {MESSAGE_KINDS[k]}" for k, n in enumerate(kinds.tolist()) if n)
+            head = f"{len(v)} clock-condition violations ({parts}); largest {v['amount'].max() * 1e6:.3f} us"
+        lines = [head]
+        if self.offsets_applied:
+            lines.append("timestamps adjusted by linear interpolation of the measured clock offsets")
+        if self.corrected:
+            lines.append(f"controlled logical clock: {self.jumps} receives moved forward (largest jump "
+                         f"{self.max_jump * 1e6:.3f} us, largest event shift {self.max_shift * 1e6:.3f} us)")
+        return "\n".join(lines)
+
+
+# ------------------------------------------------------------------------------------- edges
+
+def logical_messages(trace: tm.Trace, params: ClockParams = ClockParams()) -> LogicalMessages:
+    flat = matching.flatten(trace)
+    nest = matching.match_regions(flat)
+    msgs = matching.match_messages(flat, nest)
+    sets: list[np.ndarray] = [np.array([s]) for s in msgs.send_evt.tolist()]
+    kinds = [P2P] * len(sets)
+    lmins = [params.l_min_p2p] * len(sets)
+    recv_evt = list(msgs.recv_evt.tolist())
+    recv_set = list(range(len(sets)))
+
+    def add(kind: int, senders, receivers) -> None:
+        senders = np.asarray(senders, np.int64)
+        receivers = [int(r) for r in receivers]
+        if len(senders) == 0 or not receivers:
+            return
+        sets.append(senders)
+        kinds.append(kind)
+        lmins.append(params.l_min_coll)
+        recv_evt.extend(receivers)
+        recv_set.extend([len(sets) - 1] * len(receivers))
+
+    ev, partner = flat.ev, nest.partner
+    for inst in matching.match_collectives(flat, nest, trace.comms):
+        if len(inst.members) < 2:
+            continue
+        for k in range(inst.end_evt.shape[0]):
+            enters = inst.op[k]
+            if np.any(enters < 0):
+                continue                      # COLL_END outside any region: nothing to order
+            exits = partner[enters]
+            if np.any(exits < 0):
+                continue
+            op = _op_name(trace, int(ev["region"][enters[0]]))
+            ends = inst.end_evt[k]
+            sent, got = ev["bytes"][ends] > 0, ev["bytes_recv"][ends] > 0
+            if op == "barrier":
+                add(BARRIER, enters, exits)
+            elif op in _NXN:
+                add(NXN, enters[sent], exits[got])
+            elif op in _ONE_TO_N or op in _N_TO_ONE:
+                root_world = int(ev["peer"][ends[0]])
+                where = np.flatnonzero(inst.members == root_world)
+                if len(where) == 0:
+                    continue
+                root = int(where[0])
+                others = np.arange(len(inst.members)) != root
+                if op in _ONE_TO_N:
+                    add(ONE_TO_N, enters[root:root + 1], exits[others & got])
+                else:
+                    add(N_TO_ONE, enters[others & sent], exits[root:root + 1])
+            elif op in _SCAN:
+                for l in range(1, len(inst.members)):
+                    add(SCAN, enters[:l + 1], exits[l:l + 1])
+    _add_init_finalize(trace, flat, nest, add)
+    ptr = np.concatenate(([0], np.cumsum([len(s) for s in sets]))).astype(np.int64)
+    return LogicalMessages(
+        set_members=np.concatenate(sets).astype(np.int64) if sets else np.zeros(0, np.int64),
+        set_ptr=ptr, set_kind=np.asarray(kinds, np.int8), set_lmin=np.asarray(lmins, float),
+        recv_evt=np.asarray(recv_evt, np.int64), recv_set=np.asarray(recv_set, np.int64))
+
+
+def _op_name(trace: tm.Trace, region: int) -> str:
+    name = trace.regions[region].name.lower() if 0 <= region < len(trace.regions) else ""
+    return name[4:] if name.startswith("mpi_") else ""
+
+
+def _add_init_finalize(trace, flat, nest, add) -> None:
+    """MPI_Init(_thread) and MPI_Finalize synchronise all ranks: the k-th call of each, when every rank has it."""
+    names = {i for i, r in enumerate(trace.regions) if r.name.lower() in ("mpi_init", "mpi_init_thread")}
+    fins = {i for i, r in enumerate(trace.regions) if r.name.lower() == "mpi_finalize"}
+    if flat.nranks < 2:
+        return
+    for group in (names, fins):
+        if not group:
+            continue
+        is_call = (flat.ev["kind"] == tm.ENTER) & np.isin(flat.ev["region"], list(group))
+        per_rank = [np.flatnonzero(is_call[flat.offsets[r]:flat.offsets[r + 1]]) + flat.offsets[r]
+                    for r in range(flat.nranks)]
+        for k in range(min(len(p) for p in per_rank)):
+            enters = np.array([p[k] for p in per_rank])
+            exits = nest.partner[enters]
+            if np.all(exits >= 0):
+                add(INIT_FINALIZE, enters, exits)
+
+
+# ------------------------------------------------------------------------------------ detection
+
+def find_violations(trace: tm.Trace, lm: LogicalMessages | None = None, l_min: float = 0.0) -> np.ndarray:
+    """Every logical receive that is earlier than `l_min` after its latest sender (default: strictly
+    before it).  Vectorised; returns VIOLATION_DTYPE rows sorted by receive rank and index."""
+    lm = lm if lm is not None else logical_messages(trace)
+    flat = matching.flatten(trace)
+    return _violations(flat.ev["time"], flat, lm, l_min)
+
+
+def _violations(t: np.ndarray, flat, lm: LogicalMessages, l_min: float, tol: float = 0.0) -> np.ndarray:
+    if lm.nsets == 0 or len(lm.recv_evt) == 0:
+        return np.zeros(0, VIOLATION_DTYPE)
+    member_t = t[lm.set_members]
+    set_max = np.maximum.reduceat(member_t, lm.set_ptr[:-1])
+    # position of each set's latest sender
+    set_id = np.repeat(np.arange(lm.nsets), np.diff(lm.set_ptr))
+    is_max = member_t == set_max[set_id]
+    first_max = np.full(lm.nsets, -1, np.int64)
+    idx = np.flatnonzero(is_max)[::-1]
+    first_max[set_id[idx]] = lm.set_members[idx]
+    need = set_max[lm.recv_set] + l_min
+    amount = need - t[lm.recv_evt]
+    bad = np.flatnonzero(amount > tol)
+    out = np.zeros(len(bad), VIOLATION_DTYPE)
+    r, s = lm.recv_evt[bad], first_max[lm.recv_set[bad]]
+    out["kind"] = lm.set_kind[lm.recv_set[bad]]
+    out["recv_rank"], out["recv_index"] = flat.rank[r], r - flat.offsets[flat.rank[r]]
+    out["send_rank"], out["send_index"] = flat.rank[s], s - flat.offsets[flat.rank[s]]
+    out["amount"] = amount[bad]
+    return out[np.lexsort((out["recv_index"], out["recv_rank"]))]
+
+
+# ----------------------------------------------------------------------------- offset interpolation
+
+def interpolate_offsets(trace: tm.Trace) -> bool:
+    """Apply meta["clock_offsets"] in place: per rank a list of [local_time, offset] pairs (offset =
+    reference clock - local clock, measured e.g. at MPI_Init and MPI_Finalize).  Times become
+    t + offset(t), offset(t) linear through the first and last pair (constant with one pair).
+    Returns whether anything was applied."""
+    offsets = trace.meta.get("clock_offsets")
+    if not offsets:
+        return False
+    items = offsets.items() if isinstance(offsets, dict) else enumerate(offsets)
+    applied = False
+    for key, pairs in items:
+        try:
+            rank = int(key)
+            pts = np.asarray(pairs, float).reshape(-1, 2)
+        except (TypeError, ValueError):
+            raise UserError(f"clock_offsets of rank {key!r} must be a list of [local_time, offset] pairs") from None
+        if not 0 <= rank < trace.nranks or len(pts) == 0 or not np.isfinite(pts).all():
+            raise UserError(f"clock_offsets: rank {key!r} is not a rank of this trace or has no finite pairs")
+        t = trace.events[rank]["time"]
+        (t0, o0), (t1, o1) = pts[0], pts[-1]
+        slope = (o1 - o0) / (t1 - t0) if t1 != t0 else 0.0
+        if slope <= -1:
+            raise UserError(f"clock_offsets of rank {rank} would reverse time (drift slope {slope:.3g})")
+        trace.events[rank]["time"] = t + o0 + slope * (t - t0)
+        applied = True
+    return applied
+
+
+# ----------------------------------------------------------------------------------- correction
+
+def correct_clocks(trace: tm.Trace, params: ClockParams = ClockParams(), force: bool = False
+                   ) -> tuple[tm.Trace, ClockReport]:
+    """Offset interpolation (if the trace has offsets), then, when violations remain (or `force`),
+    the controlled logical clock.  Returns a new Trace (the input is not modified) and a report."""
+    out = tm.Trace(regions=trace.regions, comms=trace.comms, events=[e.copy() for e in trace.events],
+                   windows=trace.windows, meta=dict(trace.meta))
+    report = ClockReport(violations=np.zeros(0, VIOLATION_DTYPE), params=params)
+    report.offsets_applied = interpolate_offsets(out)
+    if report.offsets_applied:
+        for rank, ev in enumerate(out.events):
+            if np.any(np.diff(ev["time"]) < 0):
+                raise UserError(f"rank {rank}: clock offset interpolation made time go backwards")
+        out.meta.pop("clock_offsets", None)
+    lm = logical_messages(out, params)
+    flat = matching.flatten(out)
+    report.violations = _violations(flat.ev["time"], flat, lm, 0.0)
+    if len(report.violations) == 0 and not force:
+        return out, report
+    t = flat.ev["time"].astype(float)
+    c, jumps = _forward(t, flat, lm, params)
+    _backward(c, flat, lm, jumps, params)
+    c = np.maximum(c, t)          # guard against rounding: the CLC never moves an event backwards
+    for r in range(flat.nranks):
+        out.events[r]["time"] = c[flat.offsets[r]:flat.offsets[r + 1]]
+    report.corrected = True
+    report.jumps = len(jumps)
+    report.max_jump = max((j[1] for j in jumps), default=0.0)
+    report.max_shift = float((c - t).max()) if len(t) else 0.0
+    return out, report
+
+
+def _forward(t: np.ndarray, flat, lm: LogicalMessages, p: ClockParams):
+    """Forward amortisation in happened-before order.  Returns corrected times and the jumps as
+    (event, delta, pre-jump value r*), in event order per location."""
+    n, nranks = len(t), flat.nranks
+    c = np.empty(n)
+    order = np.argsort(lm.recv_evt, kind="stable")
+    recv_sorted, set_sorted = lm.recv_evt[order], lm.recv_set[order]
+    # receives of each rank, grouped: unique events, and the sets each waits for
+    uniq, first = np.unique(recv_sorted, return_index=True)
+    bounds = np.append(first, len(recv_sorted))
+    rank_recv = np.split(np.arange(len(uniq)), np.searchsorted(uniq, flat.offsets[1:-1]))
+    set_value = np.full(lm.nsets, np.nan)
+    done = flat.offsets[:-1].copy()             # next event to compute, per rank
+    ptr = np.zeros(nranks, np.int64)           # next receive (index into rank_recv[r]), per rank
+    waiters: dict[int, list[tuple[int, int]]] = {}
+    jumps: list[tuple[int, float, float]] = []
+    stack = list(range(nranks - 1, -1, -1))
+    finished = 0
+
+    def segment(lo: int, hi: int, start: int) -> None:
+        """Internal events lo..hi-1 of a rank whose first event is `start`; closed form of the recurrence."""
+        if hi <= lo:
+            return
+        tt = t[lo:hi]
+        if lo == start:
+            prev_c, prev_t = tt[0], tt[0]
+            a = np.maximum(p.delta, p.gamma * np.diff(tt, prepend=tt[0]))
+            a[0] = 0.0
+        else:
+            prev_c, prev_t = c[lo - 1], t[lo - 1]
+            a = np.maximum(p.delta, p.gamma * np.diff(tt, prepend=prev_t))
+        acc = np.cumsum(a)
+        c[lo:hi] = np.maximum(acc + np.maximum(prev_c, np.maximum.accumulate(tt - acc)), tt)
+
+    def blocker(s: int):
+        """A sender of set s not computed yet, as (its rank, its event), or None."""
+        m = lm.set_members[lm.set_ptr[s]:lm.set_ptr[s + 1]]
+        r = flat.rank[m]
+        pending = np.flatnonzero(m >= done[r])
+        return None if len(pending) == 0 else (int(r[pending[0]]), int(m[pending[0]]))
+
+    while stack:
+        r = stack.pop()
+        start, end = int(flat.offsets[r]), int(flat.offsets[r + 1])
+        mine = rank_recv[r]
+        while True:
+            if ptr[r] >= len(mine):
+                segment(int(done[r]), end, start)
+                done[r] = end
+                finished += 1
+                break
+            u = int(mine[ptr[r]])
+            g = int(uniq[u])
+            segment(int(done[r]), g, start)
+            done[r] = g
+            sids = set_sorted[bounds[u]:bounds[u + 1]]
+            block = None
+            for s in sids.tolist():
+                if np.isnan(set_value[s]):
+                    block = blocker(s)
+                    if block is not None:
+                        break
+                    m = lm.set_members[lm.set_ptr[s]:lm.set_ptr[s + 1]]
+                    set_value[s] = c[m].max()
+            if block is not None:
+                waiters.setdefault(block[0], []).append((block[1], r))
+                break
+            c_loc = t[g] if g == start else max(t[g], c[g - 1] + max(p.delta, p.gamma * (t[g] - t[g - 1])))
+            need = float(np.max(set_value[sids] + lm.set_lmin[sids]))
+            if need > c_loc:
+                c[g] = need
+                jumps.append((g, need - c_loc, c_loc))
+            else:
+                c[g] = c_loc
+            done[r] = g + 1
+            ptr[r] += 1
+        # wake the ranks that waited for an event of r that is now computed
+        still = []
+        for need_evt, w in waiters.pop(r, []):
+            (stack.append(w) if need_evt < done[r] else still.append((need_evt, w)))
+        if still:
+            waiters[r] = still
+    if finished < nranks:
+        stuck = sorted(set(range(nranks)) - {r for r in range(nranks) if done[r] == flat.offsets[r + 1]})
+        raise UserError(f"clock correction: ranks {stuck[:8]} wait for each other in a cycle of messages; "
+                        f"the trace's message order is inconsistent")
+    return c, jumps
+
+
+def _backward(c: np.ndarray, flat, lm: LogicalMessages, jumps, p: ClockParams) -> None:
+    """Backward amortisation in place: a ramp before each jump that keeps every logical send at or
+    below its bound = min over its receivers of C(recv) - l_min."""
+    if not jumps:
+        return
+    bound = np.full(len(c), np.inf)
+    if len(lm.recv_evt):
+        set_min_recv = np.full(lm.nsets, np.inf)
+        np.minimum.at(set_min_recv, lm.recv_set, c[lm.recv_evt])
+        set_id = np.repeat(np.arange(lm.nsets), np.diff(lm.set_ptr))
+        np.minimum.at(bound, lm.set_members, set_min_recv[set_id] - lm.set_lmin[set_id])
+    is_send = np.isfinite(bound)
+    for g, delta, r_star in jumps:                   # forward order per rank (jumps were recorded so)
+        r = int(flat.rank[g])
+        lo = int(flat.offsets[r])
+        t_first = c[lo]
+        m = p.slope
+        t_left = r_star - delta / m
+        if t_left < t_first:
+            t_left = t_first
+            if r_star - t_left <= 0:
+                continue
+            m = delta / (r_star - t_left)
+        hi = g                                        # ramp covers events before hi
+        while delta > 0:
+            seg = c[lo:hi]
+            first = lo + int(np.searchsorted(seg, t_left, side="right"))
+            cand = first + np.flatnonzero(is_send[first:hi] & (c[first:hi] < r_star))
+            best, best_m = -1, m
+            if len(cand):
+                slack = bound[cand] - c[cand]
+                mi = (delta - slack) / (r_star - c[cand])
+                k = int(np.argmax(mi))
+                if mi[k] > m:
+                    best, best_m = int(cand[k]), float(mi[k])
+            if best < 0:
+                c[first:hi] += m * (c[first:hi] - t_left)
+                break
+            s_old = c[best]
+            d_star = max(bound[best] - s_old, 0.0)
+            c[best:hi] += d_star + best_m * (c[best:hi] - s_old)
+            if d_star <= 0 or s_old <= t_left:
+                break
+            hi, r_star, delta, m = best, s_old, d_star, d_star / (s_old - t_left)
