@@ -47,11 +47,12 @@ def abnormal_mask(values: np.ndarray, thd: float, min_seconds: float) -> tuple[n
 
 
 def find_abnormal(psg: PSG, profile: RunProfile, thd: float = DEFAULT_ABNORM_THD,
-                  min_seconds: float = 0.0) -> list[Abnormal]:
-    """Abnormal vertices of one run, largest excess first."""
+                  min_seconds: float = 0.0, own: np.ndarray | None = None) -> list[Abnormal]:
+    """Abnormal vertices of one run, largest excess first (`own`: own_time() if already computed)."""
     out: list[Abnormal] = []
     is_mpi = np.asarray(psg.kind) == MPI
-    checks = [("time", own_time(psg, profile), np.ones(len(psg), bool)), ("wait", profile.wait, is_mpi)]
+    own = own_time(psg, profile) if own is None else own
+    checks = [("time", own, np.ones(len(psg), bool)), ("wait", profile.wait, is_mpi)]
     for metric, values, applies in checks:
         mask, med = abnormal_mask(values, thd, min_seconds)
         mask &= applies[None, :]

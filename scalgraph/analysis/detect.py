@@ -16,6 +16,8 @@ writers in scalgraph/io/report.py print.  Definitions the report relies on:
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import numpy as np
 
 from scalgraph.analysis.abnormal import DEFAULT_ABNORM_THD, Abnormal, find_abnormal, own_time
@@ -42,24 +44,31 @@ def merged(values: np.ndarray, clusters: int) -> np.ndarray:
     return values.mean(axis=0)
 
 
-def analyse(psg: PSG, profiles: dict[int, RunProfile], abnorm_thd: float = DEFAULT_ABNORM_THD,
+def analyse(psg: PSG, profiles: Mapping[int, RunProfile], abnorm_thd: float = DEFAULT_ABNORM_THD,
             min_share: float = DEFAULT_MIN_SHARE, clusters: int = 0, top: int = 5, weak: bool = False) -> dict:
+    """`profiles` may load lazily: each scale is read once, reduced to per-vertex vectors and
+    dropped; only the largest scale's arrays stay for the PPG and backtracking."""
     scales = sorted(profiles)
-    big = profiles[scales[-1]]
     nv = len(psg)
-    times = {p: run_time(profiles[p]) for p in scales}
+    times: dict[int, float] = {}
+    abnormal: dict[int, list[Abnormal]] = {}
+    y_total = np.zeros((nv, len(scales)))
+    y_own = np.zeros((nv, len(scales)))
+    for i, p in enumerate(scales):
+        prof = profiles[p]
+        own = own_time(psg, prof)
+        times[p] = run_time(prof)
+        y_total[:, i] = merged(prof.time, clusters)
+        y_own[:, i] = merged(own, clusters)
+        abnormal[p] = find_abnormal(psg, prof, abnorm_thd, min_share * times[p], own)
+    big, own_big = prof, own          # the loop ends on the largest scale
     total_time = times[scales[-1]]
     floor = min_share * total_time
 
-    own = {p: own_time(psg, profiles[p]) for p in scales}
-    y_total = np.stack([merged(profiles[p].time, clusters) for p in scales], axis=1)
-    y_own = np.stack([merged(own[p], clusters) for p in scales], axis=1)
     fits = fit_models(scales, y_total)
     multi = len(scales) >= 2
     loss_total = scaling_loss(scales, y_total, weak)[:, -1] if multi else np.zeros(nv)
     loss_own = scaling_loss(scales, y_own, weak)[:, -1] if multi else np.zeros(nv)
-
-    abnormal = {p: find_abnormal(psg, profiles[p], abnorm_thd, min_share * times[p]) for p in scales}
     stats = merge_ranks(big.time)
 
     non_scalable = [int(v) for v in np.argsort(-loss_total, kind="stable")[:MAX_STARTS] if loss_total[v] >= floor and floor > 0]
@@ -68,7 +77,6 @@ def analyse(psg: PSG, profiles: dict[int, RunProfile], abnorm_thd: float = DEFAU
     ppg = build_ppg(psg, big)
     paths = backtrack_all(ppg, starts_ns, starts_ab)
 
-    own_big = own[scales[-1]]
     own_median = np.median(own_big, axis=0) if big.nranks else np.zeros(nv)
 
     def cost(v: int, r: int) -> float:

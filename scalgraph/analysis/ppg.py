@@ -53,14 +53,16 @@ class PPG:
     profile: RunProfile
     data_dep: np.ndarray         # [V]
     control_dep: np.ndarray      # [V]
-    # communication edges, sorted by (src_rank, src_vertex); src waited on dst
-    edge_src: np.ndarray         # [E] key src_rank * V + src_vertex
+    # communication edges, sorted by key src_rank * V + src_vertex; src waited on dst
+    edge_src: np.ndarray         # [E]
     edge_dst_rank: np.ndarray    # [E]
     edge_dst_vertex: np.ndarray  # [E]
     edge_wait: np.ndarray        # [E] seconds waited on this edge
-    # collectives: (rank, vertex) -> communicator ids; (rank, comm) -> vertices
-    coll_comms: dict
-    coll_vertices: dict
+    # collective rows, sorted two ways for lookups by (rank, vertex) and by (rank, comm)
+    coll_by_vertex: np.ndarray   # DEP_DTYPE rows sorted by (rank, vertex)
+    coll_by_comm: np.ndarray     # DEP_DTYPE rows sorted by (rank, comm)
+    coll_vertex_keys: np.ndarray  # sort keys of coll_by_vertex (rank * V + vertex)
+    coll_comm_keys: np.ndarray   # sort keys of coll_by_comm (_pair_key(rank, comm))
 
     @property
     def nranks(self) -> int:
@@ -73,65 +75,85 @@ class PPG:
         return [(int(self.edge_dst_vertex[e]), int(self.edge_dst_rank[e]), float(self.edge_wait[e]))
                 for e in range(lo, hi)]
 
+    def _coll_rows(self, rank: int, vertex: int) -> np.ndarray:
+        key = rank * self.profile.nvertices + vertex
+        lo, hi = np.searchsorted(self.coll_vertex_keys, [key, key + 1])
+        return self.coll_by_vertex[lo:hi]
+
     def is_collective(self, vertex: int, rank: int) -> bool:
-        return (rank, vertex) in self.coll_comms
+        return len(self._coll_rows(rank, vertex)) > 0
 
     def collective_partners(self, vertex: int, rank: int) -> list[tuple[int, int]]:
         """(vertex, rank) of every participant of the collective(s) at vertex@rank, itself included.
         A partner that recorded the same vertex on that communicator uses it (SPMD); otherwise the
-        vertex where it recorded the most collectives on that communicator."""
-        out = {}
-        for comm in self.coll_comms.get((rank, vertex), ()):
+        vertex where it recorded the most collective calls on that communicator."""
+        out: dict[int, int] = {}
+        by_comm, comm_keys = self.coll_by_comm, self.coll_comm_keys
+        for comm in sorted(set(self._coll_rows(rank, vertex)["comm"].tolist())):
             for member in self.profile.comm_members.get(comm, [rank]):
-                verts = self.coll_vertices.get((member, comm))
-                if not verts:
+                key = _pair_key(np.array([member]), np.array([comm]))[0]
+                lo, hi = np.searchsorted(comm_keys, [key, key + 1])
+                if hi == lo:
                     continue
-                out[member] = vertex if vertex in verts else max(verts, key=verts.get)
+                rows = by_comm[lo:hi]
+                same = rows["vertex"] == vertex
+                out[member] = vertex if same.any() else int(rows["vertex"][np.argmax(rows["count"])])
         return [(v, r) for r, v in sorted(out.items())]
+
+
+def _pair_key(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    return (a.astype(np.int64) << 32) + (b.astype(np.int64) & 0xFFFFFFFF)
+
+
+def _match(from_keys: np.ndarray, from_vertex: np.ndarray, from_count: np.ndarray,
+           to_keys: np.ndarray) -> np.ndarray:
+    """For each row of to_keys ([m x k]), the vertex of the from-row with the same key (the one
+    with the most calls when several match), or -1."""
+    if len(to_keys) == 0:
+        return np.zeros(0, dtype=np.int64)
+    if len(from_keys) == 0:
+        return np.full(len(to_keys), -1, dtype=np.int64)
+    _, inv = np.unique(np.vstack([from_keys, to_keys]), axis=0, return_inverse=True)
+    inv = inv.reshape(-1)
+    nf = len(from_keys)
+    best = np.full(inv.max() + 1, -1, dtype=np.int64)
+    order = np.argsort(from_count, kind="stable")     # later writes win: the largest count last
+    best[inv[:nf][order]] = from_vertex[order]
+    return best[inv[nf:]]
+
+
+def _p2p_edges(deps: np.ndarray, waiting_kind: int, partner_kind: int, only_waiting: bool):
+    """Edges from rows of waiting_kind (at rank b, peer a) to the matching partner_kind rows
+    (at rank a, peer b): exact tag first, then any tag of the same pair and communicator."""
+    mine = deps[(deps["kind"] == waiting_kind) & (deps["peer"] >= 0)]
+    if only_waiting:
+        mine = mine[mine["wait"] > 0]
+    theirs = deps[deps["kind"] == partner_kind]
+    cols = lambda rows, a, b: [rows[a], rows[b], rows["comm"]]  # noqa: E731
+    t_full = np.stack(cols(theirs, "rank", "peer") + [theirs["tag"]], axis=1)
+    m_full = np.stack(cols(mine, "peer", "rank") + [mine["tag"]], axis=1)
+    dst = _match(t_full, theirs["vertex"], theirs["count"], m_full)
+    loose = _match(t_full[:, :3], theirs["vertex"], theirs["count"], m_full[:, :3])
+    dst = np.where(dst >= 0, dst, loose)
+    ok = dst >= 0
+    return mine["rank"][ok], mine["vertex"][ok], mine["peer"][ok], dst[ok], mine["wait"][ok]
 
 
 def build_ppg(psg: PSG, profile: RunProfile) -> PPG:
     data, control = intra_process_dependences(psg)
     deps = profile.deps
     nv = profile.nvertices
-    src, dst_r, dst_v, wait = [], [], [], []
-
-    sends = deps[deps["kind"] == DEP_SEND]
-    # (sender, receiver, comm, tag) -> sender vertex, and (sender, receiver, comm) as a fallback;
-    # the row with the most calls wins when several vertices match
-    exact: dict = {}
-    loose: dict = {}
-    for row in sorted(sends.tolist(), key=lambda r: r[6]):
-        rank, vertex, _, peer, tag, comm = row[:6]
-        exact[(rank, peer, comm, tag)] = vertex
-        loose[(rank, peer, comm)] = vertex
-    recvs = deps[deps["kind"] == DEP_RECV]
-    recv_index: dict = {}
-    for row in sorted(recvs.tolist(), key=lambda r: r[6]):
-        rank, vertex, _, peer, tag, comm, _, _, w = row
-        recv_index[(rank, peer, comm, tag)] = vertex
-        recv_index.setdefault((rank, peer, comm), vertex)
-        if peer < 0:
-            continue
-        sv = exact.get((peer, rank, comm, tag), loose.get((peer, rank, comm)))
-        if sv is not None:
-            src.append(rank * nv + vertex), dst_r.append(peer), dst_v.append(sv), wait.append(w)
-    for row in sends.tolist():
-        rank, vertex, _, peer, tag, comm, _, _, w = row
-        if w <= 0 or peer < 0:
-            continue
-        rv = recv_index.get((peer, rank, comm, tag), recv_index.get((peer, rank, comm)))
-        if rv is not None:
-            src.append(rank * nv + vertex), dst_r.append(peer), dst_v.append(rv), wait.append(w)
-
-    order = np.argsort(np.asarray(src, dtype=np.int64), kind="stable")
-    coll_comms: dict = {}
-    coll_vertices: dict = {}
-    for rank, vertex, _, _, _, comm, count, *_ in deps[deps["kind"] == DEP_COLL].tolist():
-        coll_comms.setdefault((rank, vertex), set()).add(comm)
-        per = coll_vertices.setdefault((rank, comm), {})
-        per[vertex] = per.get(vertex, 0) + count
-    return PPG(psg, profile, data, control,
-               np.asarray(src, dtype=np.int64)[order], np.asarray(dst_r, dtype=np.int64)[order],
-               np.asarray(dst_v, dtype=np.int64)[order], np.asarray(wait, dtype=float)[order],
-               coll_comms, coll_vertices)
+    # receiver waited on sender; a blocked (synchronous) sender waited on the receiver
+    parts = [_p2p_edges(deps, DEP_RECV, DEP_SEND, only_waiting=False),
+             _p2p_edges(deps, DEP_SEND, DEP_RECV, only_waiting=True)]
+    src_rank, src_vertex, dst_rank, dst_vertex, wait = (np.concatenate([p[i] for p in parts]) for i in range(5))
+    src = src_rank.astype(np.int64) * nv + src_vertex
+    order = np.argsort(src, kind="stable")
+    coll = deps[deps["kind"] == DEP_COLL]
+    vkeys = coll["rank"].astype(np.int64) * nv + coll["vertex"]
+    vorder = np.argsort(vkeys, kind="stable")
+    ckeys = _pair_key(coll["rank"], coll["comm"])
+    corder = np.argsort(ckeys, kind="stable")
+    return PPG(psg, profile, data, control, src[order], dst_rank[order].astype(np.int64),
+               dst_vertex[order].astype(np.int64), wait[order].astype(float),
+               coll[vorder], coll[corder], vkeys[vorder], ckeys[corder])

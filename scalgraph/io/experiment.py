@@ -9,7 +9,7 @@
 
 Only runs with status "ok" are read.  Several repetitions of one scale are merged element-wise by
 their median; the dependence rows come from the repetition with the median run time.  Profiles are
-read lazily, one scale at a time, and checked against the PSG hash so that a profile can never be
+read lazily, one scale at a time (nothing cached), and checked against the PSG hash so that a profile can never be
 analysed against another build's graph.
 """
 from __future__ import annotations
@@ -18,7 +18,8 @@ import datetime
 import json
 import os
 import pathlib
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
@@ -39,20 +40,20 @@ class Experiment:
     psg: PSG
     run_dirs: dict[int, list[pathlib.Path]]           # scale -> directories of its "ok" repetitions
     read_run: Callable[[pathlib.Path], RunProfile]
-    _cache: dict[int, RunProfile] = field(default_factory=dict)
 
     @property
     def scales(self) -> list[int]:
         return sorted(self.run_dirs)
 
     def profile(self, scale: int) -> RunProfile:
-        if scale not in self._cache:
-            reps = [self._read_checked(scale, d) for d in self.run_dirs[scale]]
-            self._cache[scale] = median_of_repetitions(reps)
-        return self._cache[scale]
+        """Read (and check) one scale now, merging its repetitions; nothing is cached."""
+        if scale not in self.run_dirs:
+            raise UserError(f"{self.path} has no successful run at {scale} processes (scales: {self.scales})")
+        return median_of_repetitions([self._read_checked(scale, d) for d in self.run_dirs[scale]])
 
-    def profiles(self) -> dict[int, RunProfile]:
-        return {p: self.profile(p) for p in self.scales}
+    def profiles(self) -> "LazyProfiles":
+        """scale -> RunProfile, read when looked up, so only one scale is in memory at a time."""
+        return LazyProfiles(self)
 
     def _read_checked(self, scale: int, run_dir: pathlib.Path) -> RunProfile:
         where = run_dir.relative_to(self.path) if run_dir.is_relative_to(self.path) else run_dir
@@ -74,6 +75,20 @@ class Experiment:
             raise UserError(f"{where}: {prof.nranks} ranks recorded for a run at {scale} processes "
                             f"(a rank crashed or its file is missing); {RERUN}")
         return prof
+
+
+class LazyProfiles(Mapping):
+    def __init__(self, exp: Experiment):
+        self._exp = exp
+
+    def __getitem__(self, scale: int) -> RunProfile:
+        return self._exp.profile(scale)
+
+    def __iter__(self):
+        return iter(self._exp.scales)
+
+    def __len__(self) -> int:
+        return len(self._exp.scales)
 
 
 def median_of_repetitions(reps: list[RunProfile]) -> RunProfile:
