@@ -1,0 +1,218 @@
+"""Backward replay, part 1: delay costs (seed 000, Algorithm 1), vectorised.
+
+For every wait state w (with a causer) the waiting rank r and the causer d each take their
+synchronisation interval I_S, the processing-time profile over it (exclusive time minus waiting time
+per call path), and the causer computes the difference profile Δ = max(p_d - p_r, 0).  Then
+  s = 1 / (ΣΔ + W_d)        W_d = waiting time of d's own wait states inside d's interval
+  short-term delay  DS_d[c] += ω_w · s · Δ[c]
+  long-term delay   DL_d[c] += Γ_w · s · Δ[c]
+  Γ_v += (ω_w + Γ_w) · s · ω_v     for each wait state v of d inside d's interval.
+Algorithm 1 does this in reverse order so that Γ_w is final when w is handled.  Because every step
+is linear, we write all of it as one sparse system Γ = M (ω + Γ), M[v, w] = s_w · ω_v, and solve
+(I - M) Γ = M ω with a sparse triangular solve: the whole backward replay is a handful of numpy and
+scipy calls, with no per-event Python loop.
+
+Choices the seed leaves open (stated here and in the README):
+- Scaling factor: the paper's s = 1/(ΣΔ + W), not clipped (Scalasca clips the short-term factor at 1).
+  When ΣΔ + W = 0 no cause can be named; that wait's ω + Γ is booked as `unexplained`, so
+  Σ short + Σ long + unexplained = total waiting time holds exactly.
+- Interval start: the previous synchronisation point of the same rank with the same partner (p2p:
+  the same peer rank, either direction; collectives: the same communicator), at the end of that
+  point's waiting time, i.e. its completion part belongs to the interval (as in Scalasca); with no
+  previous point, the trace start.  The interval ends where the rank enters the call of S.
+- Direct part of a wait = ω·s·ΣΔ, indirect part = ω·s·W_d; a wait is propagating iff Γ > 0.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.sparse as sp
+from scipy.sparse.linalg import spsolve, spsolve_triangular
+
+from scalgraph.trace import waitops
+from scalgraph.trace.forward import ForwardResult, ReplayContext
+
+
+@dataclass
+class DelayResult:
+    waits: np.ndarray           # the wait states analysed (WAIT_DTYPE), in the order of the arrays below
+    short_term: np.ndarray      # [call path, rank] short-term delay costs
+    long_term: np.ndarray       # [call path, rank] long-term delay costs
+    gamma: np.ndarray           # per wait: long-term cost factor Γ (indirect waiting it caused)
+    direct: np.ndarray          # per wait: the part caused directly by excess processing
+    indirect: np.ndarray        # per wait: the part propagated from the causer's own waits
+    unexplained: float          # waiting time for which ΣΔ + W = 0
+
+    @property
+    def propagating(self) -> np.ndarray:
+        return self.gamma > 1e-12 * max(1.0, float(self.waits["wait"].max(initial=0.0)))
+
+    @property
+    def total(self) -> float:
+        return float(self.short_term.sum() + self.long_term.sum())
+
+
+# --- interval profiles (shared with the critical path) ------------------------------------------
+
+def _expand(lo: np.ndarray, hi: np.ndarray):
+    """For ranges [lo, hi] (inclusive, empty when hi < lo): (range id, value) of every member."""
+    counts = np.maximum(hi - lo + 1, 0)
+    ids = np.repeat(np.arange(len(lo)), counts)
+    start = np.cumsum(counts) - counts
+    vals = np.arange(int(counts.sum())) - np.repeat(start, counts) + np.repeat(lo, counts)
+    return ids, vals
+
+
+def exclusive_pieces(ctx: ReplayContext, rank, t0, t1):
+    """Exclusive time inside [t0, t1] on `rank`, per interval: triplets (interval, call path, time)."""
+    t, off = ctx.time, ctx.flat.offsets
+    lo = np.zeros(len(rank), np.int64)
+    hi = np.full(len(rank), -1, np.int64)
+    for r in np.unique(rank).tolist():                 # one vectorised search per rank
+        sel = np.flatnonzero(rank == r)
+        tr = t[off[r]:off[r + 1]]
+        if len(tr) < 2:
+            continue
+        lo[sel] = off[r] + np.maximum(np.searchsorted(tr, t0[sel], "right") - 1, 0)
+        hi[sel] = off[r] + np.minimum(np.searchsorted(tr, t1[sel], "left") - 1, len(tr) - 2)
+    ids, g = _expand(lo, hi)
+    amount = waitops.overlap(t[g], t[g + 1], t0[ids], t1[ids])
+    cp = ctx.nest.cp_after[g]
+    keep = (amount > 0) & (cp >= 0)
+    return ids[keep], cp[keep], amount[keep]
+
+
+def wait_pieces(ctx: ReplayContext, waits: np.ndarray, rank, t0, t1):
+    """Waiting time of `waits` inside [t0, t1] on `rank`: triplets (interval, wait row, time)."""
+    start = ctx.time[waits["op"]]
+    end = start + waits["wait"]
+    order = np.lexsort((start, waits["rank"]))
+    wr, ws, we = waits["rank"][order], start[order], end[order]
+    bounds = np.searchsorted(wr, np.arange(ctx.nranks + 1))
+    lo = np.zeros(len(rank), np.int64)
+    hi = np.full(len(rank), -1, np.int64)
+    for r in np.unique(rank).tolist():
+        a, b = bounds[r], bounds[r + 1]
+        if a == b:
+            continue
+        sel = np.flatnonzero(rank == r)
+        cum_end = np.maximum.accumulate(we[a:b])      # waits may touch; ends stay searchable
+        lo[sel] = a + np.searchsorted(cum_end, t0[sel], "right")
+        hi[sel] = a + np.searchsorted(ws[a:b], t1[sel], "left") - 1
+    ids, j = _expand(lo, hi)
+    amount = waitops.overlap(ws[j], we[j], t0[ids], t1[ids])
+    keep = amount > 0
+    return ids[keep], order[j[keep]], amount[keep]
+
+
+def processing_profiles(ctx, waits, rank, t0, t1):
+    """Processing time (exclusive time minus waiting) per interval and call path: triplets,
+    plus the wait triplets used to compute them."""
+    ei, ec, ea = exclusive_pieces(ctx, rank, t0, t1)
+    wi, ww, wa = wait_pieces(ctx, waits, rank, t0, t1)
+    wc = ctx.nest.callpath[waits["op"][ww]]
+    return (np.concatenate((ei, wi)), np.concatenate((ec, wc)), np.concatenate((ea, -wa))), (wi, ww, wa)
+
+
+def _sum_by_key(ids, cps, vals, ncp):
+    key = ids.astype(np.int64) * max(ncp, 1) + cps
+    uniq, inv = np.unique(key, return_inverse=True)
+    return uniq // max(ncp, 1), uniq % max(ncp, 1), np.bincount(inv, weights=vals, minlength=len(uniq))
+
+
+# --- synchronisation intervals --------------------------------------------------------------------
+
+def _participations(ctx: ReplayContext):
+    """Every synchronisation point each rank takes part in: (rank, partner key, call ENTER)."""
+    m = ctx.msgs
+    ranks = [m.src, m.dst]
+    keys = [m.dst, m.src]
+    ops = [m.send_op, m.recv_op]
+    for ci in ctx.colls:
+        ranks.append(np.broadcast_to(ci.members, ci.op.shape).ravel())
+        keys.append(np.full(ci.op.size, ci.key, np.int64))
+        ops.append(ci.op.ravel())
+    return np.concatenate(ranks).astype(np.int64), np.concatenate(keys).astype(np.int64), np.concatenate(ops)
+
+
+def interval_starts(ctx: ReplayContext, waits: np.ndarray, q_rank, q_key, q_time) -> np.ndarray:
+    """Start of the synchronisation interval ending at q_time for (rank, partner key): the end of
+    the waiting time of the previous synchronisation with that partner, or -inf."""
+    p_rank, p_key, p_op = _participations(ctx)
+    op_wait = np.zeros(ctx.nevents)
+    np.add.at(op_wait, waits["op"], waits["wait"])
+    p_time = ctx.time[p_op]
+    p_end = p_time + op_wait[p_op]
+    nk = ctx.nranks + len(ctx.trace.comms) + 1
+    g = np.concatenate((p_rank * nk + p_key, q_rank * nk + q_key))
+    tt = np.concatenate((p_time, q_time))
+    isq = np.concatenate((np.zeros(len(p_rank), np.int8), np.ones(len(q_rank), np.int8)))
+    # at equal times the query sorts first: "previous" means strictly earlier
+    order = np.lexsort((1 - isq, tt, g))
+    pos = np.arange(len(order))
+    last = np.maximum.accumulate(np.where(isq[order] == 0, pos, -1))
+    qpos = np.flatnonzero(isq[order] == 1)
+    k = last[qpos]
+    ok = (k >= 0) & (g[order[np.maximum(k, 0)]] == g[order[qpos]])
+    out = np.full(len(q_rank), -np.inf)
+    qi = order[qpos] - len(p_rank)
+    out[qi[ok]] = p_end[order[k[ok]]]
+    return out
+
+
+# --- the backward replay --------------------------------------------------------------------------
+
+def _solve_gamma(m_rows, m_cols, m_vals, omega, key):
+    """Γ = M (ω + Γ).  Ordered by the time each wait ends, M is strictly upper triangular (a wait
+    can only be charged for waits that ended before it); if equal times break that, fall back to LU."""
+    n = len(omega)
+    if n == 0 or len(m_vals) == 0:
+        return np.zeros(n)
+    order = np.argsort(key, kind="stable")
+    rank_of = np.empty(n, np.int64)
+    rank_of[order] = np.arange(n)
+    r, c = rank_of[m_rows], rank_of[m_cols]
+    mat = sp.csr_matrix((m_vals, (r, c)), shape=(n, n))
+    rhs = mat @ omega[order]
+    a = (sp.identity(n, format="csr") - mat).tocsr()
+    if np.all(r < c):
+        g = spsolve_triangular(a, rhs, lower=False)
+    else:
+        g = spsolve(a.tocsc(), rhs)
+    out = np.empty(n)
+    out[order] = g
+    return out
+
+
+def delay_analysis(fwd: ForwardResult) -> DelayResult:
+    ctx = fwd.ctx
+    waits = fwd.sync_waits
+    waits = waits[waits["causer"] >= 0]
+    n, ncp, p = len(waits), ctx.ncallpaths, ctx.nranks
+    t = ctx.time
+    omega = waits["wait"].astype(float)
+    r_rank, d_rank = waits["rank"].astype(np.int64), waits["causer"].astype(np.int64)
+    r_end, d_end = t[waits["op"]], t[waits["causer_op"]]
+    coll = waits["key"] >= p
+    r_key = waits["key"]
+    d_key = np.where(coll, waits["key"], r_rank)
+    r_start = interval_starts(ctx, waits, r_rank, r_key, r_end)
+    d_start = interval_starts(ctx, waits, d_rank, d_key, d_end)
+
+    (ri, rc, rv), _ = processing_profiles(ctx, waits, r_rank, r_start, r_end)
+    (di, dc, dv), (wi, ww, wa) = processing_profiles(ctx, waits, d_rank, d_start, d_end)
+    # Δ_i[c] = max(p_d[c] - p_r[c], 0)
+    ids, cps, diff = _sum_by_key(np.concatenate((di, ri)), np.concatenate((dc, rc)),
+                                 np.concatenate((dv, -rv)), ncp)
+    delta = waitops.difference_profile(diff, 0.0)
+    sum_delta = np.bincount(ids, weights=delta, minlength=n)[:n]
+    w_d = np.bincount(wi, weights=wa, minlength=n)[:n]
+    s = waitops.delay_scale(sum_delta, w_d)
+
+    gamma = _solve_gamma(ww, wi, s[wi] * wa, omega, t[waits["op"]] + omega)
+    short = waitops.segment_sum(cps * p + d_rank[ids], omega[ids] * s[ids] * delta, ncp * p).reshape(ncp, p)
+    long_ = waitops.segment_sum(cps * p + d_rank[ids], gamma[ids] * s[ids] * delta, ncp * p).reshape(ncp, p)
+    unexplained = float(((omega + gamma) * (s == 0)).sum())
+    return DelayResult(waits=waits, short_term=short, long_term=long_, gamma=gamma,
+                       direct=omega * s * sum_delta, indirect=omega * s * w_d, unexplained=unexplained)
