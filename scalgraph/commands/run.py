@@ -1,0 +1,232 @@
+"""`scalgraph run -n 2,4,8 [--repeat K] [-o EXP] -- ./app args`: run an instrumented program at several
+process counts into an experiment directory (layout in scalgraph/io/experiment.py).
+
+Each run is started under the mpiexec of the MPI the program is linked with, with SCALGRAPH_OUT
+pointing at EXP/scale-<p>/rep-<k>; the shim writes one rank-<r>.sgp per rank there.  experiment.json
+is rewritten after every run, so running the same command again resumes where it stopped.
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import os
+import pathlib
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+from scalgraph.errors import UserError
+from scalgraph.io import experiment_write as ew
+
+OUTPUT_FILES = ("stdout.txt", "stderr.txt")
+
+
+def add_arguments(p) -> None:
+    inp = p.add_argument_group("what to run")
+    inp.add_argument("-n", "--scales", required=True, metavar="P,P,...",
+                     help="process counts to run at, e.g. 2,4,8,16")
+    inp.add_argument("--repeat", type=int, default=1, metavar="K",
+                     help="runs per scale; detect takes the median (default %(default)s)")
+    inp.add_argument("program", nargs=argparse.REMAINDER, metavar="-- PROGRAM [ARGS]",
+                     help="the program built with sgcc/sgcxx/sgfort and its arguments")
+    run = p.add_argument_group("how to run")
+    run.add_argument("--hz", type=float, default=None, metavar="N",
+                     help="sampling rate per rank (SCALGRAPH_HZ; default: the shim's, 200)")
+    run.add_argument("--mpiexec", default=None, metavar="PATH",
+                     help="launcher to use (default: the one installed with the program's MPI library)")
+    run.add_argument("--timeout", type=float, default=1800.0, metavar="S",
+                     help="give up on a run after S seconds (default %(default)s)")
+    out = p.add_argument_group("output")
+    out.add_argument("-o", "--output", default=None, metavar="EXP",
+                     help="experiment directory (default scalgraph-<program>-<date>); an existing one is resumed")
+    out.add_argument("--force", action="store_true", help="discard an existing experiment in EXP and start again")
+
+
+def parse_scales(text: str) -> list[int]:
+    try:
+        scales = [int(s) for s in text.replace(" ", "").split(",") if s]
+    except ValueError:
+        raise UserError(f"-n {text!r}: give process counts as whole numbers separated by commas, e.g. -n 2,4,8") from None
+    if not scales or min(scales) < 1:
+        raise UserError(f"-n {text!r}: give at least one process count of 1 or more, e.g. -n 2,4,8")
+    return sorted(set(scales))
+
+
+def run(args) -> int:
+    scales = parse_scales(args.scales)
+    if args.repeat < 1:
+        raise UserError(f"--repeat must be at least 1 (got {args.repeat})")
+    if args.hz is not None and args.hz < 0:
+        raise UserError(f"--hz must be 0 (no sampling) or more (got {args.hz:g})")
+    command = list(args.program[1:] if args.program[:1] == ["--"] else args.program)
+    if not command:
+        raise UserError("no program given; usage: scalgraph run -n 2,4,8 -- ./app args")
+    program = resolve_program(command[0])
+    psg = read_program_psg(program)
+    from scalgraph.runtime.launch import find_launcher   # runtime: subprocess probing, at the edge
+    launcher = find_launcher(program, args.mpiexec)
+    exp = pathlib.Path(args.output or default_name(program))
+    desc = open_experiment(exp, command, scales, args.repeat, psg, launcher, args)
+    return run_all(exp, desc, command, launcher, args)
+
+
+def resolve_program(name: str) -> str:
+    path = name if os.sep in name else shutil.which(name)
+    if not path or not os.path.exists(path):
+        raise UserError(f"no such program: {name}")
+    if os.path.isdir(path) or not os.access(path, os.X_OK):
+        raise UserError(f"{name} is not an executable program")
+    return path
+
+
+def read_program_psg(program: str):
+    from scalgraph.static import read_psg_from_executable
+    try:
+        return read_psg_from_executable(program)
+    except (UserError, OSError, ValueError) as e:
+        raise UserError(f"{program} was not built with sgcc/sgcxx/sgfort (no Program Structure Graph in it: {e}); "
+                        "rebuild it with the wrapper, e.g. sgcc -O2 -g -o app app.c") from None
+
+
+def default_name(program: str) -> str:
+    return f"scalgraph-{pathlib.Path(program).name}-{datetime.date.today().isoformat()}"
+
+
+def open_experiment(exp: pathlib.Path, command, scales, repeat, psg, launcher, args) -> dict:
+    """A new experiment, or the existing one to resume.  Never replaces one without --force."""
+    if exp.exists() and not exp.is_dir():
+        raise UserError(f"{exp} is a file; choose another -o directory")
+    is_experiment = (exp / "experiment.json").exists()
+    if exp.exists() and args.force:
+        if not is_experiment and any(exp.iterdir()):
+            raise UserError(f"{exp} is not a scalgraph experiment and not empty; refusing to delete it even with --force")
+        shutil.rmtree(exp)
+    elif is_experiment:
+        desc = ew.load_for_resume(exp)
+        if desc.get("command") != command:
+            raise UserError(f"{exp} holds an experiment of another command ({' '.join(map(str, desc.get('command', [])))}); "
+                            "choose another -o directory, or pass --force to replace it")
+        if desc.get("psg_hash") != psg.hash():
+            raise UserError(f"{exp} was recorded with another build of {command[0]} (PSG {desc.get('psg_hash')}, now "
+                            f"{psg.hash()}); pass --force to start again, or another -o")
+        ew.extend_runs(desc, scales, repeat)
+        todo = sum(r["status"] != ew.OK for r in desc["runs"])
+        print(f"scalgraph run: resuming {exp}: {len(desc['runs']) - todo} runs done, {todo} to do", file=sys.stderr)
+        ew.save(exp, desc)
+        return desc
+    elif exp.exists() and any(exp.iterdir()):
+        raise UserError(f"{exp} exists and is not a scalgraph experiment; choose another -o directory")
+    exp.mkdir(parents=True, exist_ok=True)
+    extra = {"mpiexec": launcher.mpiexec, "mpi_flavour": launcher.flavour, "host": socket.gethostname(),
+             "cores": os.cpu_count(), "hz": args.hz}
+    desc = ew.new_description(command, scales, repeat, psg, launcher.version or launcher.library, extra)
+    ew.write_psg(exp, psg)
+    ew.save(exp, desc)
+    return desc
+
+
+def run_all(exp: pathlib.Path, desc: dict, command, launcher, args) -> int:
+    todo = [r for r in desc["runs"] if r["status"] != ew.OK]
+    total = len(desc["runs"])
+    done = total - len(todo)
+    for entry in todo:
+        progress(done, total, entry, "running")
+        try:
+            run_one(exp, entry, command, launcher, args)
+        finally:
+            ew.save(exp, desc)   # also when interrupted: the entry is then "pending" and resumes later
+        done += 1
+        progress(done, total, entry, entry["status"])
+    failed = [r for r in desc["runs"] if r["status"] != ew.OK]
+    if failed:
+        which = "; ".join(f"p={r['scale']} rep {r['rep']}: {r.get('error', 'failed')}" for r in failed)
+        print(f"scalgraph run: {len(failed)} of {total} runs failed ({which}); their output is in "
+              f"{exp}/scale-<p>/rep-<k>/stderr.txt; run the same command again to retry them", file=sys.stderr)
+        return 1
+    print(f"scalgraph run: {total} runs ok in {exp}; next: scalgraph detect {exp}", file=sys.stderr)
+    return 0
+
+
+def progress(done: int, total: int, entry: dict, state: str) -> None:
+    width = 20
+    filled = width * done // max(total, 1)
+    tail = f" {entry['wall_time']:.2f} s" if state != "running" else ""
+    if state == ew.FAILED:
+        tail += f" ({entry.get('error')})"
+    print(f"scalgraph run: [{'#' * filled}{'.' * (width - filled)}] {done}/{total}  "
+          f"p={entry['scale']} rep {entry['rep']}: {state}{tail}", file=sys.stderr, flush=True)
+
+
+def run_one(exp: pathlib.Path, entry: dict, command, launcher, args) -> None:
+    """Run one scale/repetition; fill in status, exit code, wall time (and error) in `entry`."""
+    p = int(entry["scale"])
+    out_dir = (exp / entry["dir"]).resolve()
+    clear_run_dir(out_dir)
+    env = launcher.environment(p)
+    env["SCALGRAPH_OUT"] = str(out_dir)
+    if args.hz is not None:
+        env["SCALGRAPH_HZ"] = f"{args.hz:g}"
+    entry.update(status=ew.PENDING, exit_code=None, wall_time=0.0, started=_now())
+    entry.pop("error", None)
+    start = time.monotonic()
+    with open(out_dir / "stdout.txt", "wb") as out, open(out_dir / "stderr.txt", "wb") as err:
+        proc = subprocess.Popen(launcher.command(p, command), stdout=out, stderr=err, env=env,
+                                stdin=subprocess.DEVNULL, start_new_session=True)
+        try:
+            code = proc.wait(timeout=args.timeout if args.timeout > 0 else None)
+        except subprocess.TimeoutExpired:
+            stop(proc)
+            code = None
+        except BaseException:        # Ctrl-C: stop the ranks, leave the run pending for a resume
+            stop(proc)
+            entry["wall_time"] = round(time.monotonic() - start, 3)
+            raise
+    entry["wall_time"] = round(time.monotonic() - start, 3)
+    entry["exit_code"] = code
+    written = len(list(out_dir.glob("rank-*.sgp")))
+    if code is None:
+        entry.update(status=ew.FAILED, error=f"timed out after {args.timeout:g} s")
+    elif code != 0:
+        entry.update(status=ew.FAILED, error=f"exit code {code}{last_line(out_dir / 'stderr.txt')}")
+    elif written != p:
+        entry.update(status=ew.FAILED, error=f"{written} of {p} rank files written (a rank crashed, or the "
+                                             "program was not linked with the scalgraph shim)")
+    else:
+        entry["status"] = ew.OK
+
+
+def clear_run_dir(out_dir: pathlib.Path) -> None:
+    """Remove what an earlier, unfinished attempt of this run left (only files this tool writes)."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    for f in list(out_dir.glob("rank-*.sgp*")) + [out_dir / n for n in OUTPUT_FILES]:
+        if f.is_file():
+            f.unlink()
+
+
+def stop(proc: subprocess.Popen) -> None:
+    """Stop mpiexec and every rank it started (its own session)."""
+    for sig, wait in ((signal.SIGTERM, 5), (signal.SIGKILL, 5)):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            proc.wait(timeout=wait)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
+def last_line(path: pathlib.Path) -> str:
+    try:
+        lines = [ln.strip() for ln in path.read_text(errors="replace").splitlines() if ln.strip()]
+    except OSError:
+        return ""
+    return f": {lines[-1][:200]}" if lines else ""
+
+
+def _now() -> str:
+    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
