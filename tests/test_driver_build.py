@@ -1,0 +1,241 @@
+"""sgcc/sgcxx as drop-in mpicc/mpicxx: real compiles (zig's clang), real links, real MPI runs.
+
+Every build test runs twice: plain (SCALGRAPH_NO_INSTRUMENT=1: the argument handling alone) and
+instrumented (static pass + runtime shim), so a failure says which half broke."""
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import require_tool
+
+BIN = Path(sys.executable).parent
+PROGRAMS = {"sgcc": "c", "sgcxx": "c++", "sgfort": "fortran"}
+
+
+def venv_tool(name: str) -> str | None:
+    p = BIN / name
+    return str(p) if p.is_file() else shutil.which(name)
+
+
+MPICC, MPICXX, MPIEXEC = venv_tool("mpicc"), venv_tool("mpicxx"), venv_tool("mpiexec")
+HAVE_ZIG = importlib.util.find_spec("ziglang") is not None
+
+
+def instrumentation_available() -> bool:
+    return (importlib.util.find_spec("scalgraph.static.probes") is not None
+            and importlib.util.find_spec("scalgraph.runtime.shim") is not None)
+
+
+def sg(prog: str, args: list[str], cwd: Path, mode: str = "plain", env: dict | None = None,
+       check: bool = True) -> subprocess.CompletedProcess:
+    """Run one of the wrappers the way a build system would, with this test's Python."""
+    e = dict(os.environ, **(env or {}))
+    e.pop("SCALGRAPH_NO_INSTRUMENT", None)
+    if mode == "plain":
+        e["SCALGRAPH_NO_INSTRUMENT"] = "1"
+    code = f"import sys; from scalgraph.static.driver import main; sys.exit(main({PROGRAMS[prog]!r}, sys.argv[1:]))"
+    r = subprocess.run([sys.executable, "-c", code, *args], cwd=cwd, env=e, capture_output=True, text=True,
+                       timeout=300)
+    if check:
+        assert r.returncode == 0, f"{prog} {' '.join(args)} failed ({r.returncode}):\n{r.stderr}"
+    assert "Traceback" not in r.stderr, r.stderr
+    return r
+
+
+def mpirun(exe: Path, n: int, *args: str, cwd: Path) -> str:
+    r = subprocess.run([MPIEXEC, "-n", str(n), str(exe), *args], cwd=cwd, capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 0, f"{exe} failed ({r.returncode}):\n{r.stdout}\n{r.stderr}"
+    return r.stdout
+
+
+@pytest.fixture(params=["plain", "instrumented"])
+def mode(request):
+    require_tool(MPICC is not None and MPIEXEC is not None, "no MPI (pip install mpich)")
+    require_tool(HAVE_ZIG, "no ziglang (pip install ziglang)")
+    if request.param == "instrumented":
+        require_tool(instrumentation_available(), "static pass or runtime shim not installed")
+    return request.param
+
+
+HEADER = '#define SCALE_BY(x) ((x) * FACTOR)\nint helper(int);\n'
+MAIN_C = r'''
+#include <mpi.h>
+#include <stdio.h>
+#include "helper.h"
+int main(int argc, char **argv) {
+    int rank, size, local, total = 0;
+    MPI_Init(&argc, &argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    for (int i = 0; i < 3; i++) {
+        local = SCALE_BY(helper(rank + i));
+        int sum;
+        MPI_Allreduce(&local, &sum, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+        total += sum;
+    }
+    if (rank == 0) printf("%s size=%d total=%d\n", GREETING, size, total);
+    MPI_Finalize();
+    return 0;
+}
+'''
+HELPER_C = '#include "helper.h"\nint helper(int x) { int s = 0; for (int i = 0; i <= x; i++) s += i * i; return s; }\n'
+
+
+def write_project(d: Path) -> None:
+    (d / "inc").mkdir()
+    (d / "inc" / "helper.h").write_text(HEADER)
+    (d / "main.c").write_text(MAIN_C)
+    (d / "helper.c").write_text(HELPER_C)
+
+
+def expected_total(size: int, factor: int) -> int:
+    helper = lambda x: sum(i * i for i in range(x + 1))  # noqa: E731
+    return sum(sum(helper(r + i) * factor for r in range(size)) for i in range(3))
+
+
+def test_several_sources_in_one_call_with_I_D_O(tmp_path, mode):
+    write_project(tmp_path)
+    sg("sgcc", ["-O2", "-Iinc", "-DFACTOR=3", '-DGREETING="one-call"', "main.c", "helper.c", "-o", "app"],
+       tmp_path, mode)
+    out = mpirun(tmp_path / "app", 3, cwd=tmp_path)
+    assert out == f"one-call size=3 total={expected_total(3, 3)}\n"
+    assert not list(tmp_path.glob("*.o")), "a one-call build leaves no objects behind"
+    if mode == "instrumented":
+        assert (tmp_path / "app.psg.json").is_file()
+
+
+def test_separate_compile_and_link_with_static_library(tmp_path, mode):
+    write_project(tmp_path)
+    sg("sgcc", ["-c", "-O1", "-g", "-I", "inc", "-D", "FACTOR=2", "-DGREETING=\"lib\"", "main.c"], tmp_path, mode)
+    sg("sgcc", ["-c", "-Iinc", "helper.c", "-o", "helper_obj.o"], tmp_path, mode)
+    assert (tmp_path / "main.o").is_file(), "-c without -o names the object after the source"
+    (tmp_path / "lib").mkdir()
+    subprocess.run([sys.executable, "-m", "ziglang", "ar", "rcs", "lib/libhelper.a", "helper_obj.o"],
+                   cwd=tmp_path, check=True)
+    sg("sgcc", ["main.o", "-Llib", "-lhelper", "-lm", "-Wl,-rpath,/nonexistent", "-o", "bin_app"],
+       tmp_path, mode)
+    out = mpirun(tmp_path / "bin_app", 2, cwd=tmp_path)
+    assert out == f"lib size=2 total={expected_total(2, 2)}\n"
+    if mode == "instrumented":
+        import json
+        psg = json.loads((tmp_path / "bin_app.psg.json").read_text())
+        # the helper from the static library is part of the whole-program graph
+        assert any(f.endswith("helper") for f in psg["functions"]), psg["functions"]
+
+
+def test_objects_given_by_path_at_link_time(tmp_path, mode):
+    write_project(tmp_path)
+    sg("sgcc", ["-c", "-Iinc", "-DFACTOR=1", "-DGREETING=\"objs\"", "main.c", "helper.c"], tmp_path, mode)
+    sg("sgcc", ["-o", "app", "helper.o", "main.o"], tmp_path, mode)
+    assert mpirun(tmp_path / "app", 2, cwd=tmp_path) == f"objs size=2 total={expected_total(2, 1)}\n"
+
+
+def test_cxx_with_virtual_functions_and_templates(tmp_path, mode):
+    require_tool(MPICXX is not None, "no mpicxx")
+    (tmp_path / "v.cpp").write_text(r'''
+#include <mpi.h>
+#include <cstdio>
+#include <memory>
+#include <vector>
+struct Shape { virtual ~Shape() {} virtual double area() const = 0; };
+struct Sq : Shape { double s; explicit Sq(double s) : s(s) {} double area() const override { return s * s; } };
+template <typename T> T reduce_sum(T x) { T y{}; MPI_Allreduce(&x, &y, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD); return y; }
+int main(int argc, char **argv) {
+    MPI_Init(&argc, &argv);
+    int rank; MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    std::vector<std::unique_ptr<Shape>> v;
+    for (int i = 0; i <= rank; i++) v.emplace_back(new Sq(i + 1));
+    double a = 0; for (auto &s : v) a += s->area();
+    double t = reduce_sum(a);
+    if (rank == 0) std::printf("area=%.1f\n", t);
+    MPI_Finalize();
+}
+''')
+    sg("sgcxx", ["-O2", "-std=c++17", "v.cpp", "-o", "v"], tmp_path, mode)
+    # ranks 0..2 sum squares 1; 1+4; 1+4+9 -> 20
+    assert mpirun(tmp_path / "v", 3, cwd=tmp_path) == "area=20.0\n"
+
+
+def test_preprocess_depend_and_version_pass_through(tmp_path, mode):
+    write_project(tmp_path)
+    r = sg("sgcc", ["-E", "-Iinc", "-DFACTOR=7", "-DGREETING=\"x\"", "main.c"], tmp_path, mode)
+    assert "((helper(rank + i)) * 7)" in r.stdout and "MPI_Allreduce" in r.stdout
+    r = sg("sgcc", ["-M", "-Iinc", "main.c"], tmp_path, mode)
+    assert "main.o:" in r.stdout and "helper.h" in r.stdout and "mpi.h" in r.stdout
+    r = sg("sgcc", ["--version"], tmp_path, mode)
+    assert "clang version" in r.stdout
+    r = sg("sgcc", ["-show", "-c", "main.c"], tmp_path, mode)
+    assert "main.c" in r.stdout and "-lmpi" in r.stdout and not list(tmp_path.glob("*.o"))
+
+
+def test_compile_error_shows_the_compilers_message_and_status(tmp_path, mode):
+    (tmp_path / "bad.c").write_text("int main(void) { return undeclared_name; }\n")
+    (tmp_path / "bad.o").write_bytes(b"previous object")
+    r = sg("sgcc", ["-c", "bad.c"], tmp_path, mode, check=False)
+    direct = subprocess.run([sys.executable, "-m", "ziglang", "cc", "-fno-sanitize=all", "-c", "bad.c",
+                             "-o", os.devnull], cwd=tmp_path, capture_output=True, text=True)
+    assert r.returncode == direct.returncode != 0
+    assert "use of undeclared identifier 'undeclared_name'" in r.stderr
+    assert r.stderr.count("error:") == direct.stderr.count("error:")
+    assert (tmp_path / "bad.o").read_bytes() == b"previous object", "nothing is overwritten on failure"
+
+
+def test_link_error_keeps_the_previous_executable(tmp_path, mode):
+    (tmp_path / "u.c").write_text("#include <mpi.h>\nint missing(void);\n"
+                                  "int main(int c, char **v) { MPI_Init(&c, &v); missing(); MPI_Finalize(); }\n")
+    (tmp_path / "u").write_bytes(b"old")
+    r = sg("sgcc", ["u.c", "-o", "u"], tmp_path, mode, check=False)
+    assert r.returncode != 0 and "missing" in r.stderr
+    assert (tmp_path / "u").read_bytes() == b"old"
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".sg-")]
+
+
+def test_several_sources_with_c_and_o_is_refused(tmp_path, mode):
+    write_project(tmp_path)
+    r = sg("sgcc", ["-c", "main.c", "helper.c", "-o", "x.o"], tmp_path, mode, check=False)
+    assert r.returncode != 0 and len(r.stderr.strip().splitlines()) == 1 and "-o" in r.stderr
+
+
+def test_missing_source_reports_like_the_compiler(tmp_path, mode):
+    r = sg("sgcc", ["-c", "nosuch.c"], tmp_path, mode, check=False)
+    assert r.returncode != 0 and "nosuch.c" in r.stderr
+
+
+def test_unknown_compiler_is_one_clear_line(tmp_path, mode):
+    (tmp_path / "a.c").write_text("int main(void) { return 0; }\n")
+    r = sg("sgcc", ["-c", "a.c"], tmp_path, mode, env={"SCALGRAPH_CC": "/nonexistent/clang"}, check=False)
+    assert r.returncode != 0
+    assert r.stderr.strip().splitlines() == [r.stderr.strip()] and "/nonexistent/clang" in r.stderr
+
+
+SAMPLE_ARGS = {"fig3": [], "alltoall": ["2"], "balanced": ["2"], "cg": ["3"], "masterworker": ["8"],
+               "zeusmp": ["2"], "stencil2d": ["2"]}
+
+
+def sample_sources(samples_dir: Path) -> list[Path]:
+    return sorted(p for p in samples_dir.glob("*/*") if p.suffix in (".c", ".cpp"))
+
+
+@pytest.mark.parametrize("name", sorted(SAMPLE_ARGS))
+def test_sample_output_equals_the_mpicc_build(tmp_path, mode, samples_dir, name):
+    sources = [p for p in sample_sources(samples_dir) if p.parent.name == name]
+    require_tool(bool(sources), f"sample {name} not in this tree")
+    cxx = sources[0].suffix == ".cpp"
+    wrapper = MPICXX if cxx else MPICC
+    require_tool(wrapper is not None and shutil.which("cc") is not None, "plain mpicc needs a system cc")
+    plain = subprocess.run([wrapper, "-O2", *map(str, sources), "-o", "plain", "-lm"], cwd=tmp_path,
+                           capture_output=True, text=True)
+    require_tool(plain.returncode == 0, f"plain {wrapper} cannot build {name}: {plain.stderr[:200]}")
+    sg("sgcxx" if cxx else "sgcc", ["-O2", *map(str, sources), "-o", "wrapped", "-lm"], tmp_path, mode)
+    args = SAMPLE_ARGS[name]
+    expected = mpirun(tmp_path / "plain", 4, *args, cwd=tmp_path)
+    assert expected.strip(), "the sample prints something to compare"
+    assert mpirun(tmp_path / "wrapped", 4, *args, cwd=tmp_path) == expected
