@@ -33,10 +33,9 @@ int main(int argc, char **argv) {
 
 void foo(void) {
     double buf = myRank;
-    if (myRank % 2 == 0) {
-        if (myRank + 1 < nProcs)
-            MPI_Send(&buf, 1, MPI_DOUBLE, myRank + 1, 0, MPI_COMM_WORLD);
-    } else {
+    int right = myRank + 1 < nProcs ? myRank + 1 : MPI_PROC_NULL;
+    if (myRank % 2 == 0)
+        MPI_Send(&buf, 1, MPI_DOUBLE, right, 0, MPI_COMM_WORLD);
+    else
         MPI_Recv(&buf, 1, MPI_DOUBLE, myRank - 1, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-    }
 }

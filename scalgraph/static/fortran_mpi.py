@@ -15,10 +15,8 @@ MODULE_SOURCE = "module mpi\n  implicit none\n  include 'mpif.h'\nend module mpi
 
 
 def cache_root() -> Path:
-    if os.environ.get("SCALGRAPH_CACHE"):
-        return Path(os.environ["SCALGRAPH_CACHE"])
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "scalgraph"
+    """The same cache as the runtime shim's (scalgraph/runtime/shim.py)."""
+    return Path(os.environ.get("SCALGRAPH_CACHE") or Path.home() / ".cache" / "scalgraph")
 
 
 def mpi_module(compiler, mpi) -> tuple[str, str]:

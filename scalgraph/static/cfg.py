@@ -1,0 +1,147 @@
+"""Control structure of one function: CFG, natural loops (dominators + back edges), branch regions.
+
+A *region* is a set of blocks that becomes one LOOP or BRANCH vertex: a loop is its natural-loop
+body (header included); a branch is the set of blocks reachable from some but not all successors of
+its conditional terminator (its arms), staying inside the innermost loop of that terminator.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import networkx as nx
+
+from scalgraph.static.ir import Function, successors
+
+LOOP, BRANCH = "loop", "branch"
+
+
+@dataclass
+class Region:
+    kind: str                 # LOOP or BRANCH
+    head: int                 # block index: loop header, or the block ending in the branch
+    blocks: frozenset[int]    # loop body (with header) / branch arms (without head)
+    parent: int = -1          # index of the enclosing region, -1 = function level
+    depth: int = 0            # loop nesting depth of the region itself (loops count, branches don't)
+
+
+@dataclass
+class ControlFlow:
+    succs: list[list[int]]
+    reachable: set[int]
+    regions: list[Region] = field(default_factory=list)
+    block_region: list[int] = field(default_factory=list)   # innermost region of each block, -1 = top
+    branch_of_block: dict[int, int] = field(default_factory=dict)   # head block -> its BRANCH region
+
+
+def analyse(fn: Function) -> ControlFlow:
+    index = {b.label: i for i, b in enumerate(fn.blocks)}
+    succs = [[index[s] for s in successors(b) if s in index] for b in fn.blocks]
+    g = nx.DiGraph()
+    g.add_nodes_from(range(len(fn.blocks)))
+    for u, ss in enumerate(succs):
+        g.add_edges_from((u, v) for v in ss)
+    idom = nx.immediate_dominators(g, 0) if fn.blocks else {}
+    reachable = set(idom) | ({0} if fn.blocks else set())   # newer networkx leaves the start out
+    loops = _natural_loops(g, idom, reachable)
+    innermost_loop = _innermost(loops, len(fn.blocks))
+    branches = _branches(succs, reachable, loops, innermost_loop)
+    regions = [Region(LOOP, h, frozenset(body)) for h, body in loops] + branches
+    cf = ControlFlow(succs, reachable, regions)
+    _nest(cf, len(fn.blocks))
+    cf.branch_of_block = {r.head: i for i, r in enumerate(regions) if r.kind == BRANCH}
+    return cf
+
+
+def _dominates(idom: dict[int, int], a: int, b: int) -> bool:
+    while True:
+        if a == b:
+            return True
+        p = idom.get(b)
+        if p is None or p == b:
+            return False
+        b = p
+
+
+def _natural_loops(g: nx.DiGraph, idom: dict[int, int], reachable: set[int]) -> list[tuple[int, set[int]]]:
+    bodies: dict[int, set[int]] = {}
+    for u, h in g.edges():
+        if u in reachable and _dominates(idom, h, u):
+            body = bodies.setdefault(h, {h})
+            stack = [u]
+            while stack:
+                x = stack.pop()
+                if x in body:
+                    continue
+                body.add(x)
+                stack.extend(p for p in g.predecessors(x) if p in reachable)
+    return sorted(bodies.items())
+
+
+def _innermost(loops: list[tuple[int, set[int]]], nblocks: int) -> list[int]:
+    """Index (into loops) of the innermost loop of each block, -1 outside loops."""
+    out = [-1] * nblocks
+    size = [len(body) for _, body in loops]
+    for li, (_, body) in enumerate(loops):
+        for b in body:
+            if out[b] < 0 or size[li] < size[out[b]]:
+                out[b] = li
+    return out
+
+
+def _branches(succs, reachable, loops, innermost_loop) -> list[Region]:
+    out: list[Region] = []
+    for b, ss in enumerate(succs):
+        if b not in reachable or len(ss) < 2:
+            continue
+        li = innermost_loop[b]
+        if li >= 0:
+            header, body = loops[li]
+            # an edge leaving the loop or going back to its header is loop control, not a branch
+            if any(s not in body or s == header for s in ss):
+                continue
+            inside = body
+        else:
+            header, inside = -1, None
+        reach = [_reach(s, succs, inside, header, b) for s in ss]
+        arms = set().union(*reach) - set.intersection(*reach)
+        if arms:
+            out.append(Region(BRANCH, b, frozenset(arms)))
+    return out
+
+
+def _reach(start: int, succs, inside, header: int, head: int) -> set[int]:
+    seen: set[int] = set()
+    stack = [start]
+    while stack:
+        x = stack.pop()
+        if x in seen or x == header or x == head or (inside is not None and x not in inside):
+            continue
+        seen.add(x)
+        stack.extend(succs[x])
+    return seen
+
+
+def _nest(cf: ControlFlow, nblocks: int) -> None:
+    """Parent of each region = smallest other region covering it; innermost region of each block."""
+    regs = cf.regions
+    # smaller first; on equal size a loop is inside a branch (the branch's head lies outside)
+    order = sorted(range(len(regs)), key=lambda i: (len(regs[i].blocks), regs[i].kind != LOOP, i))
+    rank = {r: k for k, r in enumerate(order)}
+    for i, r in enumerate(regs):
+        span = r.blocks | {r.head}
+        best = -1
+        for j in order:
+            if j != i and rank[j] > rank[i] and span <= regs[j].blocks:
+                best = j
+                break
+        r.parent = best
+    cf.block_region = [-1] * nblocks
+    for j in reversed(order):           # larger first, smaller overwrite
+        for b in regs[j].blocks:
+            cf.block_region[b] = j
+    for i, r in enumerate(regs):        # loop depth = number of enclosing loops, the region's own included
+        d, p = (1 if r.kind == LOOP else 0), r.parent
+        while p >= 0:
+            d += regs[p].kind == LOOP
+            p = regs[p].parent
+        r.depth = d

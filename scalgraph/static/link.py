@@ -1,0 +1,342 @@
+"""Whole-program PSG from the parts of all objects (seed 003 §III-A, inter-procedural phase), and
+the C source of the tables object that tells the runtime shim how to resolve its probes.
+
+Top-down from main: every kept call to a user function expands that function's template into a new
+*instance* (context-sensitive copy); a call to a function already on the path is recursion and
+points back to the call vertex that entered it.  The link step knows every user function, so it
+finishes the contraction the compile step had to leave open: calls that reach no kept vertex, and
+loops deeper than max_loop_depth in the calling context, fold into the surrounding COMP (their
+locals map to that COMP's vertex id).
+"""
+from __future__ import annotations
+
+import json
+
+from scalgraph.errors import UserError
+from scalgraph.model.psg import BRANCH, CALL, COMP, FUNCTION, INDIRECT, KINDS, LOOP, MPI, PSG
+
+PART_FORMAT = "scalgraph-psg-part"
+ROOT_NAMES = ("main", "_QQmain", "MAIN__")
+MAX_VERTICES = 2_000_000          # beyond this, further calls are not expanded (meta["truncated"])
+_KIND = {k: i for i, k in enumerate(KINDS)}
+
+
+def link_psg(parts: list[dict], *, max_loop_depth: int = 10) -> tuple[PSG, str]:
+    functions = _function_table(parts)
+    builder = _Builder(functions, max_loop_depth)
+    psg = builder.build()
+    return psg, tables_c_source(psg, builder)
+
+
+def _function_table(parts: list[dict]) -> dict[str, dict]:
+    table: dict[str, dict] = {}
+    for part in parts:
+        if not isinstance(part, dict) or part.get("format") != PART_FORMAT:
+            raise UserError("an object carries a PSG part scalgraph cannot read; rebuild it with this sgcc")
+        for f in part["functions"]:
+            table.setdefault(f["key"], f)          # inline/template functions: the first copy wins
+    return table
+
+
+class _Builder:
+    """Holds the growing PSG columns and instance tables while the expansion walks the program."""
+
+    def __init__(self, functions: dict[str, dict], max_loop_depth: int):
+        self.f = functions
+        self.max_depth = max_loop_depth
+        self.g = PSG()
+        self.inst_callee: list[list[int]] = []
+        self.truncated = False
+        instrumented = [k for k, f in functions.items() if f.get("instrumented", True)]
+        self.fid = {k: i for i, k in enumerate(instrumented)}
+        self.may_mpi, self.has_loops = self._facts()
+        self._mpi_subtree: dict[str, list[bool]] = {}
+
+    # ---- what the whole program knows ---------------------------------------------------------
+    def _user(self, key) -> bool:
+        return key in self.fid
+
+    def _facts(self) -> tuple[dict[str, bool], dict[str, bool]]:
+        may_mpi = {k: any(v["kind"] in ("MPI", "INDIRECT") for v in self.f[k]["vertices"]) for k in self.fid}
+        loops = {k: any(v["kind"] == "LOOP" for v in self.f[k]["vertices"]) for k in self.fid}
+        calls = {k: {v["callee"] for v in self.f[k]["vertices"] if v["kind"] == "CALL"} & set(self.fid)
+                 for k in self.fid}
+        changed = True
+        while changed:
+            changed = False
+            for k, cs in calls.items():
+                m = may_mpi[k] or any(may_mpi[c] for c in cs)
+                lp = loops[k] or any(loops[c] for c in cs)
+                if (m, lp) != (may_mpi[k], loops[k]):
+                    may_mpi[k], loops[k] = m, lp
+                    changed = True
+        return may_mpi, loops
+
+    def _subtree_mpi(self, key: str) -> list[bool]:
+        got = self._mpi_subtree.get(key)
+        if got is None:
+            verts = self.f[key]["vertices"]
+            got = [False] * len(verts)
+            for i in range(len(verts) - 1, -1, -1):
+                v = verts[i]
+                if v["kind"] in ("MPI", "INDIRECT") or (
+                        v["kind"] == "CALL" and self._user(v["callee"]) and self.may_mpi[v["callee"]]):
+                    got[i] = True
+                if got[i] and v["parent"] >= 0:
+                    got[v["parent"]] = True
+            self._mpi_subtree[key] = got
+        return got
+
+    def _kept(self, key: str, local: int, ctx: int) -> bool:
+        v = self.f[key]["vertices"][local]
+        kind = v["kind"]
+        if kind in ("MPI", "INDIRECT"):
+            return True
+        if kind == "CALL":
+            c = v["callee"]
+            return self._user(c) and (self.may_mpi[c] or (self.has_loops[c] and ctx + v["depth"] < self.max_depth))
+        if kind == "LOOP":
+            return self._subtree_mpi(key)[local] or ctx + v["depth"] <= self.max_depth
+        if kind == "BRANCH":
+            return self._subtree_mpi(key)[local]
+        return False
+
+    # ---- building ---------------------------------------------------------------------------
+    def _vertex(self, kind: int, name: str, function: str, file: str, first: int, last: int,
+                parent: int, instance: int, local: int, depth: int) -> int:
+        g = self.g
+        vid = len(g.kind)
+        g.kind.append(kind)
+        g.name.append(name)
+        g.function.append(function)
+        g.file.append(file)
+        g.line_first.append(first)
+        g.line_last.append(last)
+        g.parent.append(parent)
+        g.children.append([])
+        g.instance.append(instance)
+        g.local.append(local)
+        g.loop_depth.append(depth)
+        g.recursion_target.append(-1)
+        if parent >= 0:
+            g.children[parent].append(vid)
+        return vid
+
+    def _new_instance(self, key: str) -> int:
+        n = len(self.f[key]["vertices"])
+        self.g.inst_func.append(self.fid[key])
+        self.g.inst_vid.append([-1] * n)
+        self.inst_callee.append([-1] * n)
+        return len(self.g.inst_func) - 1
+
+    def build(self) -> PSG:
+        g = self.g
+        g.functions = [self.f[k]["name"] for k in self.fid]
+        root = next((k for k in ROOT_NAMES if k in self.fid), None)
+        first_instance: dict[str, int] = {}
+        self.first_instance = first_instance
+        if root is not None:
+            self._expand(root, parent=-1, ctx=0, path=[])
+        else:
+            self._vertex(FUNCTION, "<program>", "<program>", "", 0, 0, -1, -1, -1, 0)
+        defaults = []
+        for key in self.fid:
+            if key in first_instance:
+                continue
+            if self.may_mpi[key] or self.has_loops[key]:    # reachable only through pointers
+                defaults.append(key)
+                self._expand(key, parent=0, ctx=0, path=[])
+            else:                                           # nothing kept: its time is main's own
+                first_instance[key] = self._folded(key, 0, {})
+        g.func_default_inst = [first_instance[k] for k in self.fid]
+        g.meta = self._meta(root, defaults)
+        return g
+
+    def _expand(self, key: str, *, parent: int, ctx: int, path: list[tuple[str, int, int]]) -> int:
+        """Expand one instance of `key`'s template below `parent`; path = (key, instance, call vid)
+        of the enclosing instances, for recursion."""
+        f = self.f[key]
+        verts = f["vertices"]
+        inst = self._new_instance(key)
+        self.first_instance.setdefault(key, inst)
+        v0 = verts[0]
+        root_vid = self._vertex(FUNCTION, f["display"], f["display"], v0["file"], v0["first"], v0["last"],
+                                parent, inst, 0, ctx)
+        self.g.inst_vid[inst][0] = root_vid
+        children: list[list[int]] = [[] for _ in verts]
+        for i in range(1, len(verts)):
+            children[verts[i]["parent"]].append(i)
+        path = path + [(key, inst, parent if parent >= 0 else root_vid)]
+        self._level(key, inst, children, children[0], root_vid, ctx, path, {"open": -1})
+        return inst
+
+    def _level(self, key, inst, children, locals_, parent_vid, ctx, path, state) -> None:
+        verts = self.f[key]["vertices"]
+        g = self.g
+        for local in locals_:
+            v = verts[local]
+            kind = _KIND[v["kind"]]
+            if self._kept(key, local, ctx):
+                state["open"] = -1
+                vid = self._vertex(kind, self._name(v), self.f[key]["display"], v["file"], v["first"],
+                                   v["last"], parent_vid, inst, local, ctx + v["depth"])
+                g.inst_vid[inst][local] = vid
+                if kind == CALL:
+                    self._call(v["callee"], inst, local, vid, ctx + v["depth"], path)
+                self._level(key, inst, children, children[local], vid, ctx, path, {"open": -1})
+            elif kind == BRANCH:                          # the branch goes, what it holds stays
+                g.inst_vid[inst][local] = self._open_comp(state, v, parent_vid, key, ctx, inst, local)
+                self._level(key, inst, children, children[local], parent_vid, ctx, path, state)
+            else:
+                comp = self._open_comp(state, v, parent_vid, key, ctx, inst, local)
+                stack = [local]
+                while stack:
+                    x = stack.pop()
+                    g.inst_vid[inst][x] = comp
+                    if verts[x]["kind"] == "CALL" and self._user(verts[x]["callee"]):
+                        self.inst_callee[inst][x] = self._folded(verts[x]["callee"], comp, {})
+                    stack.extend(children[x])
+
+    def _open_comp(self, state, v, parent_vid, key, ctx, inst, local) -> int:
+        g = self.g
+        if state["open"] < 0:
+            state["open"] = self._vertex(COMP, "comp", self.f[key]["display"], v["file"], v["first"],
+                                         v["last"], parent_vid, inst, local, ctx + v["depth"])
+        comp = state["open"]
+        if v["file"] == g.file[comp] and v["first"] > 0:
+            g.line_first[comp] = min(x for x in (g.line_first[comp], v["first"]) if x > 0)
+            g.line_last[comp] = max(g.line_last[comp], v["last"])
+        return comp
+
+    def _call(self, callee: str, inst: int, local: int, vid: int, ctx: int, path) -> None:
+        for ckey, cinst, call_vid in reversed(path):
+            if ckey == callee:                          # recursion: a cycle back to the enclosing call
+                self.g.recursion_target[vid] = call_vid
+                self.inst_callee[inst][local] = cinst
+                return
+        if len(self.g.kind) > MAX_VERTICES:
+            self.truncated = True
+            return
+        self.inst_callee[inst][local] = self._expand(callee, parent=vid, ctx=ctx, path=path)
+
+    def _folded(self, key: str, vid: int, seen: dict[str, int]) -> int:
+        """An instance of `key` whose every local maps to `vid` (a call the contraction merged)."""
+        if key in seen:
+            return seen[key]
+        if len(self.g.inst_func) > MAX_VERTICES:
+            self.truncated = True
+            return -1
+        inst = self._new_instance(key)
+        seen[key] = inst
+        verts = self.f[key]["vertices"]
+        self.g.inst_vid[inst] = [vid] * len(verts)
+        for i, v in enumerate(verts):
+            if v["kind"] == "CALL" and self._user(v["callee"]):
+                self.inst_callee[inst][i] = self._folded(v["callee"], vid, seen)
+        return inst
+
+    def _name(self, v: dict) -> str:
+        if v["kind"] == "CALL":
+            callee = self.f.get(v["callee"])
+            return callee["display"] if callee else v["name"]
+        return v["name"]
+
+    # ---- Table II -----------------------------------------------------------------------------
+    def _meta(self, root, defaults) -> dict:
+        after = {k: 0 for k in KINDS}
+        for k in self.g.kind:
+            after[KINDS[k]] += 1
+        before = {k: 0 for k in KINDS}
+        memo: dict[str, dict[str, int]] = {}
+        roots = ([root] if root else []) + defaults
+        for key in roots:
+            for kind, n in self._full(key, memo, set()).items():
+                before[kind] += n
+        return {"max_loop_depth": self.max_depth, "root": root or "<program>",
+                "counts_before": before, "counts_after": after,
+                "vertices_before": sum(before.values()), "vertices_after": len(self.g.kind),
+                "default_instances": [self.f[k]["display"] for k in defaults],
+                "truncated": self.truncated}
+
+    def _full(self, key: str, memo: dict, active: set) -> dict[str, int]:
+        """Uncontracted vertex counts of `key` with its user callees expanded (recursion once)."""
+        if key in memo:
+            return memo[key]
+        f = self.f[key]
+        out = dict(f["full_counts"])
+        active.add(key)
+        for c in f["full_calls"]:
+            if c in self.f and c not in active:
+                for kind, n in self._full(c, memo, active).items():
+                    out[kind] = out.get(kind, 0) + n
+        active.discard(key)
+        memo[key] = out
+        return out
+
+
+# ---- the tables object ----------------------------------------------------------------------------
+
+_STRUCT = """struct sg_psg_tables {
+    const char *psg_hash;
+    uint32_t nvertices, nfunctions, ninstances;
+    const uint32_t *inst_base;
+    const uint32_t *inst_func;
+    const uint32_t *inst_vid;
+    const int32_t *inst_callee;
+    const uint32_t *func_default_inst;
+    uint32_t * const *fid_slots;
+    const uint8_t *vertex_kind;
+};"""
+
+
+def tables_c_source(psg: PSG, builder: _Builder) -> str:
+    bases, flat_vid, flat_callee = [], [], []
+    for vids, callees in zip(psg.inst_vid, builder.inst_callee):
+        bases.append(len(flat_vid))
+        flat_vid.extend(max(v, 0) for v in vids)
+        flat_callee.extend(callees)
+    symbols = [builder.f[k]["fid_symbol"] for k in builder.fid]
+    full = json.dumps(psg.to_dict(), sort_keys=True, separators=(",", ":"))
+    lines = ["/* generated by scalgraph link_psg: PSG tables for the runtime shim (docs/runtime-abi.md) */",
+             "#include <stdint.h>", _STRUCT,
+             "void sg_register_psg(const struct sg_psg_tables *t);"]
+    lines += [f'extern uint32_t {s} __attribute__((visibility("hidden")));' for s in symbols]
+    lines += [_array("static const uint32_t", "sg_inst_base", bases),
+              _array("static const uint32_t", "sg_inst_func", psg.inst_func),
+              _array("static const uint32_t", "sg_inst_vid", flat_vid),
+              _array("static const int32_t", "sg_inst_callee", flat_callee),
+              _array("static const uint32_t", "sg_func_default_inst", psg.func_default_inst),
+              _array("static const uint8_t", "sg_vertex_kind", psg.kind),
+              "static uint32_t * const sg_fid_slots[] = {" +
+              (", ".join(f"&{s}" for s in symbols) or "0") + "};",
+              f'static const char sg_psg_hash[] = "{psg.hash()}";',
+              '__attribute__((used, section(".scalgraph.psgfull"))) static const char sg_psg_full[] =',
+              _c_string(full) + ";",
+              "static const struct sg_psg_tables sg_tables = {",
+              f"    sg_psg_hash, {len(psg)}u, {len(symbols)}u, {len(psg.inst_func)}u,",
+              "    sg_inst_base, sg_inst_func, sg_inst_vid, sg_inst_callee, sg_func_default_inst,",
+              "    sg_fid_slots, sg_vertex_kind",
+              "};",
+              "__attribute__((constructor)) static void sg_psg_tables_register(void) { sg_register_psg(&sg_tables); }",
+              ""]
+    return "\n".join(lines)
+
+
+def _array(ctype: str, name: str, values) -> str:
+    vals = [str(int(v)) for v in values] or ["0"]
+    rows = [", ".join(vals[i:i + 20]) for i in range(0, len(vals), 20)]
+    return f"{ctype} {name}[] = {{\n    " + ",\n    ".join(rows) + "\n};"
+
+
+def _c_string(text: str) -> str:
+    tokens = []
+    for ch in text:
+        o = ord(ch)
+        if ch in '"\\?':
+            tokens.append("\\" + ch)
+        elif 32 <= o < 127:
+            tokens.append(ch)
+        else:
+            tokens.append(f"\\{o & 0xFF:03o}")
+    rows = ["".join(tokens[i:i + 100]) for i in range(0, len(tokens), 100)]
+    return "\n".join(f'    "{r}"' for r in rows) or '    ""'

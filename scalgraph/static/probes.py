@@ -1,0 +1,168 @@
+"""Probe insertion (docs/runtime-abi.md) and object emission for one translation unit.
+
+The probes are written into the module text: `sg_fn_enter(fid)` at the top of each instrumented
+function, `sg_fn_exit()` before each return, and `store i32 <local>, ptr @sg_cur` wherever the
+running vertex changes.  A data-flow pass over the CFG knows which local sg_cur already holds at
+each block entry, so blocks of a contracted loop (one local throughout) get no store at all.
+"""
+from __future__ import annotations
+
+import json
+import sys
+
+from scalgraph.errors import UserError
+from scalgraph.static.ir import LEADING, Module, parse_module_text, successors
+from scalgraph.static.part import FunctionPlan, build_part, module_hash
+
+PART_SECTION = ".scalgraph.psg"
+_UNKNOWN = -2       # sg_cur may hold anything here
+_TOP = -3           # not reached yet by the data-flow pass
+
+
+def instrument_bitcode(bitcode: bytes, source_path: str, *, opt_level: int,
+                       max_loop_depth: int = 10) -> tuple[bytes, dict]:
+    llvm = _llvm()
+    try:
+        module = llvm.parse_bitcode(bitcode)
+    except RuntimeError as e:
+        first = str(e).strip().splitlines()[0] if str(e).strip() else "unknown reason"
+        raise UserError(f"{source_path}: LLVM {_llvm_version(llvm)} cannot read the bitcode ({first}); "
+                        f"compile it with a clang of LLVM {_llvm_version(llvm)} or older") from None
+    text = str(module)
+    part, text = instrument_text(text, source_path, max_loop_depth=max_loop_depth)
+    for w in part["warnings"]:
+        print(f"scalgraph: warning: {w}", file=sys.stderr)
+    try:
+        rewritten = llvm.parse_assembly(text)
+        rewritten.verify()
+    except RuntimeError as e:
+        raise UserError(f"{source_path}: the instrumented IR does not verify ({str(e).strip()[:200]}); "
+                        "please report this, or build this file with plain mpicc") from None
+    target = llvm.Target.from_triple(rewritten.triple or llvm.get_process_triple())
+    tm = target.create_target_machine(opt=max(0, min(3, opt_level)), reloc="pic", codemodel="default")
+    return tm.emit_object(rewritten), part
+
+
+def instrument_text(text: str, source_path: str, *, max_loop_depth: int = 10) -> tuple[dict, str]:
+    """(PSG part, instrumented module text) for the text of one module (str(module))."""
+    mod = parse_module_text(text)
+    modhash = module_hash(source_path, text)
+    part, plans = build_part(mod, source_path, modhash, max_loop_depth=max_loop_depth)
+    part["warnings"] = _warnings(part, source_path)
+    return part, rewrite(mod, plans, part, modhash)
+
+
+def _warnings(part: dict, source_path: str) -> list[str]:
+    out = []
+    if not part["has_debug_info"]:
+        out.append(f"{source_path}: no debug info, the PSG will have no source lines (compile with -g)")
+    if not part["has_main"]:
+        out.append(f"{source_path}: no main program in this file (fine for a library part)")
+    if not part["has_mpi"]:
+        out.append(f"{source_path}: no MPI call in this file")
+    return out
+
+
+def rewrite(mod: Module, plans: list[FunctionPlan], part: dict, modhash: str) -> str:
+    before: dict[int, list[str]] = {}
+    symbols: list[tuple[str, bool]] = []
+    for plan in plans:
+        if not plan.instrumented:
+            continue
+        symbols.append((plan.fid_symbol, plan.fn.internal))
+        _probe_function(plan, before)
+    out: list[str] = []
+    for no, line in enumerate(mod.lines):
+        out.extend(before.get(no, ()))
+        out.append(line)
+    out.append("")
+    out.append("@sg_cur = external thread_local(initialexec) global i32")
+    out.append("declare void @sg_fn_enter(i32)")
+    out.append("declare void @sg_fn_exit()")
+    for sym, internal in symbols:
+        linkage = "hidden global" if internal else "linkonce_odr hidden global"
+        out.append(f"@{sym} = {linkage} i32 -1")
+    blob = json.dumps(part, sort_keys=True, separators=(",", ":")).encode("ascii") + b"\0"
+    out.append(f"@__sg_psg_part_{modhash} = hidden constant [{len(blob)} x i8] c\"{_ir_bytes(blob)}\", "
+               f"section \"{PART_SECTION}\", align 1")
+    return "\n".join(out) + "\n"
+
+
+def _ir_bytes(blob: bytes) -> str:
+    return "".join(chr(b) if 32 <= b < 127 and b not in (34, 92) else f"\\{b:02X}" for b in blob)
+
+
+def _probe_function(plan: FunctionPlan, before: dict[int, list[str]]) -> None:
+    fn, local = plan.fn, plan.instr_local
+    blocks = fn.blocks
+    index = {b.label: i for i, b in enumerate(blocks)}
+    succs = [[index[s] for s in successors(b) if s in index] for b in blocks]
+    preds: list[list[int]] = [[] for _ in blocks]
+    for u, ss in enumerate(succs):
+        for v in ss:
+            preds[v].append(u)
+    enforced = [[idx for idx, ins in enumerate(b.instrs) if _enforced(ins, (bi, idx), plan)]
+                for bi, b in enumerate(blocks)]
+    end = [_TOP] * len(blocks)
+    entry = [_TOP] * len(blocks)
+    changed = True
+    while changed:                     # forward data flow: which local does sg_cur hold
+        changed = False
+        for b in range(len(blocks)):
+            e = 0 if b == 0 else _meet(end[p] for p in preds[b])
+            if b == 0 and preds[b]:
+                e = _meet([0] + [end[p] for p in preds[b]])
+            x = local[(b, enforced[b][-1])] if enforced[b] else e
+            if e != entry[b] or x != end[b]:
+                entry[b], end[b] = e, x
+                changed = True
+    first = blocks[0].instrs[0].line_no
+    before.setdefault(first, []).extend([
+        f"  %__sg_fid = load i32, ptr @{plan.fid_symbol}, align 4",
+        "  call void @sg_fn_enter(i32 %__sg_fid)"])
+    for b, block in enumerate(blocks):
+        cur = _UNKNOWN if entry[b] == _TOP else entry[b]
+        for idx in enforced[b]:
+            want = local[(b, idx)]
+            if want != cur:
+                before.setdefault(block.instrs[idx].line_no, []).append(
+                    f"  store i32 {want}, ptr @sg_cur, align 4")
+                cur = want
+        for ins in block.instrs:
+            if ins.opcode in ("ret", "resume") or (ins.is_call and "musttail call" in ins.text):
+                before.setdefault(ins.line_no, []).append("  call void @sg_fn_exit()")
+
+
+def _enforced(ins, ref, plan: FunctionPlan) -> bool:
+    """Instructions before which sg_cur must hold their local.  Leading instructions (phi,
+    landingpad), allocas and plain terminators just continue the vertex before them."""
+    if ins.opcode in LEADING or ins.opcode == "alloca" or ref not in plan.instr_local:
+        return False
+    if ins.is_call and (ins.callee or "").startswith("llvm."):
+        return False
+    if ins.opcode in ("br", "switch", "ret", "unreachable", "resume", "indirectbr"):
+        return ref in plan.branch_terminators
+    return True
+
+
+def _meet(values) -> int:
+    out = _TOP
+    for v in values:
+        if v == _TOP:
+            continue
+        if out == _TOP:
+            out = v
+        elif out != v:
+            return _UNKNOWN
+    return out
+
+
+def _llvm():
+    import llvmlite.binding as llvm
+    llvm.initialize_native_target()
+    llvm.initialize_native_asmprinter()
+    return llvm
+
+
+def _llvm_version(llvm) -> str:
+    return ".".join(str(x) for x in llvm.llvm_version_info[:1])

@@ -1,0 +1,279 @@
+"""Per-function templates: the local PSG of each function (seed 003 §III-A, intra-procedural phase)
+and its compile-time contraction.
+
+`local_tree` builds the uncontracted local PSG: FUNCTION, LOOP, BRANCH, CALL, INDIRECT, MPI and COMP
+vertices, every IR instruction owned by exactly one of them.  `contract` applies the paper's rules
+with what one translation unit knows (a call to a function defined elsewhere may reach MPI, so it
+stays a CALL); the result, numbered in pre-order, is the function's *template*: local 0 is the
+FUNCTION vertex, and every instruction maps to the local whose probe value covers it.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from scalgraph.model.psg import BRANCH, CALL, COMP, FUNCTION, INDIRECT, KINDS, LOOP, MPI
+from scalgraph.static import cfg
+from scalgraph.static.ir import FREE, TERMINATORS, DebugInfo, Function, Instr
+
+TRIVIAL_COMP = 3     # a run of at most this many plain instructions next to a structure is not a vertex
+
+
+@dataclass
+class Node:
+    kind: int
+    name: str
+    parent: int
+    children: list[int] = field(default_factory=list)
+    callee: str | None = None       # CALL: callee key
+    depth: int = 0                  # LOOP: its nesting depth; others: depth of the enclosing loops
+    instrs: list[tuple[int, int]] = field(default_factory=list)   # owned (block, index)
+
+
+@dataclass
+class LocalTree:
+    nodes: list[Node]
+    owner: dict[tuple[int, int], int]       # instruction -> node
+
+
+@dataclass
+class Template:
+    vertices: list[dict]                    # pre-order; local 0 = FUNCTION
+    instr_local: dict[tuple[int, int], int]
+    full_counts: dict[str, int]             # uncontracted vertices by kind
+    full_calls: list[str]                   # callee keys of the uncontracted CALL vertices
+
+
+def classify_call(ins: Instr, resolve) -> tuple[int, str, str | None] | None:
+    """(kind, name, callee key) for an instruction that is a vertex of its own, None for computation.
+    resolve(name) -> ("lib", None) | ("mpi", display name) | ("call", callee key)."""
+    if not ins.is_call or ins.inline_asm:
+        return None
+    if ins.indirect:
+        return (INDIRECT, "indirect", None)
+    what, value = resolve(ins.callee or "")
+    if what == "lib":
+        return None
+    if what == "mpi":
+        return (MPI, value, None)
+    return (CALL, ins.callee or "", value)
+
+
+def _counts_as_work(ins: Instr) -> bool:
+    if ins.opcode in FREE or ins.opcode in TERMINATORS:
+        return False
+    return not (ins.is_call and (ins.callee or "").startswith("llvm.dbg"))
+
+
+def local_tree(fn: Function, cf: cfg.ControlFlow, display_name: str, resolve) -> LocalTree:
+    nodes = [Node(FUNCTION, display_name, -1)]
+    owner: dict[tuple[int, int], int] = {}
+    blocks_of: dict[int, list[int]] = {}
+    for b in range(len(fn.blocks)):
+        if b in cf.reachable:
+            blocks_of.setdefault(cf.block_region[b], []).append(b)
+        else:
+            for idx in range(len(fn.blocks[b].instrs)):
+                owner[(b, idx)] = 0
+    children_of: dict[int, list[int]] = {}
+    for ri, r in enumerate(cf.regions):
+        children_of.setdefault(r.parent, []).append(ri)
+
+    def new(kind, name, parent, **kw) -> int:
+        nodes.append(Node(kind, name, parent, **kw))
+        return len(nodes) - 1
+
+    def level(region: int, me: int) -> None:
+        items: list[tuple[tuple[int, int, int], tuple]] = []
+        for b in blocks_of.get(region, []):
+            instrs = fn.blocks[b].instrs
+            last = len(instrs) - 1 if b in cf.branch_of_block else -1
+            for idx in range(len(instrs)):
+                if idx != last:
+                    items.append(((b, 0, idx), ("ins", b, idx)))
+        for ri in children_of.get(region, []):
+            r = cf.regions[ri]
+            items.append(((r.head, -1 if r.kind == cfg.LOOP else 1, 0), ("reg", ri)))
+        items.sort(key=lambda it: it[0])
+        entries: list = []           # node ids, or [instrs, work, calls] runs of computation
+        run: list | None = None
+        for _, item in items:
+            if item[0] == "ins":
+                _, b, idx = item
+                ins = fn.blocks[b].instrs[idx]
+                c = classify_call(ins, resolve)
+                if c is None:
+                    if run is None:
+                        run = [[], 0, 0]
+                        entries.append(run)
+                    run[0].append((b, idx))
+                    run[1] += _counts_as_work(ins)
+                    run[2] += ins.is_call and not (ins.callee or "").startswith("llvm.")
+                    continue
+                run = None
+                nid = new(c[0], c[1], me, callee=c[2], instrs=[(b, idx)])
+                owner[(b, idx)] = nid
+                entries.append(nid)
+            else:
+                run = None
+                r = cf.regions[item[1]]
+                if r.kind == cfg.LOOP:
+                    nid = new(LOOP, "loop", me, depth=r.depth)
+                else:
+                    head_last = (r.head, len(fn.blocks[r.head].instrs) - 1)
+                    nid = new(BRANCH, "branch", me, instrs=[head_last])
+                    owner[head_last] = nid
+                entries.append(nid)
+                level(item[1], nid)
+        has_structure = any(isinstance(e, int) for e in entries)
+        kids: list[int] = []
+        for e in entries:
+            if isinstance(e, int):
+                kids.append(e)
+                continue
+            instrs, work, calls = e
+            if work == 0 or (has_structure and work <= TRIVIAL_COMP and calls == 0):
+                target = me                  # too small to be a vertex: covered by the enclosing one
+            else:
+                target = new(COMP, "comp", me, instrs=instrs)
+                kids.append(target)
+            for ref in instrs:
+                owner[ref] = target
+        nodes[me].children = kids
+
+    level(-1, 0)
+    _set_depths(nodes, 0, 0)
+    return LocalTree(nodes, owner)
+
+
+def _set_depths(nodes: list[Node], nid: int, depth: int) -> None:
+    stack = [(nid, depth)]
+    while stack:
+        n, d = stack.pop()
+        node = nodes[n]
+        if node.kind == LOOP:
+            d = node.depth
+        else:
+            node.depth = d
+        stack.extend((c, d) for c in node.children)
+
+
+def reaches_mpi(tree: LocalTree, callee_mpi) -> list[bool]:
+    """Per node: does its subtree contain MPI, an indirect call, or a call that may reach MPI."""
+    out = [False] * len(tree.nodes)
+    for nid in reversed(_preorder(tree.nodes)):
+        n = tree.nodes[nid]
+        if n.kind in (MPI, INDIRECT):
+            out[nid] = True
+        elif n.kind == CALL:
+            out[nid] = callee_mpi(n.callee)
+        else:
+            out[nid] = any(out[c] for c in n.children)
+    return out
+
+
+def _preorder(nodes: list[Node]) -> list[int]:
+    order, stack = [], [0]
+    while stack:
+        n = stack.pop()
+        order.append(n)
+        stack.extend(reversed(nodes[n].children))
+    return order
+
+
+def contract(tree: LocalTree, *, max_loop_depth: int, callee_mpi, callee_loops) -> tuple[list[dict], list[int]]:
+    """The paper's contraction: keep MPI and the structures containing it, other loops down to
+    max_loop_depth, merge everything else into COMP vertices.  Returns (template vertices in
+    pre-order, local of each node)."""
+    nodes = tree.nodes
+    mpi = reaches_mpi(tree, callee_mpi)
+    verts: list[dict] = []
+    node_local = [-1] * len(nodes)
+
+    def kept(nid: int) -> bool:
+        n = nodes[nid]
+        if n.kind in (MPI, INDIRECT):
+            return True
+        if n.kind == CALL:
+            return mpi[nid] or (callee_loops(n.callee) and n.depth < max_loop_depth)
+        if n.kind == LOOP:
+            return mpi[nid] or n.depth <= max_loop_depth
+        if n.kind == BRANCH:
+            return mpi[nid]
+        return False
+
+    def vertex(kind: int, name: str, parent: int, depth: int, callee=None) -> int:
+        verts.append({"kind": KINDS[kind], "name": name, "parent": parent, "depth": depth,
+                      "callee": callee})
+        return len(verts) - 1
+
+    def emit(nid: int, parent: int) -> None:
+        n = nodes[nid]
+        local = vertex(n.kind, n.name, parent, n.depth, n.callee)
+        node_local[nid] = local
+        fold_children(n.children, local, {"open": None})
+
+    def open_comp(state: dict, parent: int, depth: int) -> int:
+        if state["open"] is None:
+            state["open"] = vertex(COMP, "comp", parent, depth)
+        return state["open"]
+
+    def fold_children(children: list[int], parent: int, state: dict) -> None:
+        for c in children:
+            n = nodes[c]
+            if kept(c):
+                emit(c, parent)
+                state["open"] = None
+            elif n.kind == BRANCH:                      # the branch goes, its kept loops stay
+                node_local[c] = open_comp(state, parent, n.depth)
+                fold_children(n.children, parent, state)
+            else:
+                local = open_comp(state, parent, n.depth)
+                stack = [c]
+                while stack:
+                    x = stack.pop()
+                    node_local[x] = local
+                    stack.extend(nodes[x].children)
+
+    emit(0, -1)
+    return verts, node_local
+
+
+def full_counts(tree: LocalTree) -> tuple[dict[str, int], list[str]]:
+    counts = {k: 0 for k in KINDS}
+    calls = []
+    for n in tree.nodes:
+        counts[KINDS[n.kind]] += 1
+        if n.kind == CALL and n.callee:
+            calls.append(n.callee)
+    return counts, calls
+
+
+def attach_lines(verts: list[dict], instr_local: dict[tuple[int, int], int], fn: Function,
+                 dbg: DebugInfo, home_file: str, home_line: int) -> None:
+    """file, first and last line of every template vertex: its own instructions' lines, widened by
+    its descendants' for structures; in the function's own file when it has lines there."""
+    spans: list[dict[str, list[int]]] = [{} for _ in verts]
+    for (b, idx), local in instr_local.items():
+        file, line = dbg.location(fn.blocks[b].instrs[idx].dbg)
+        if line <= 0:
+            continue
+        _widen(spans[local], file, line, line)
+    for local in range(len(verts) - 1, 0, -1):      # children come after parents in pre-order
+        if verts[verts[local]["parent"]]["kind"] in ("FUNCTION", "LOOP", "BRANCH"):
+            for file, (a, z) in spans[local].items():
+                _widen(spans[verts[local]["parent"]], file, a, z)
+    if home_line > 0:
+        _widen(spans[0], home_file, home_line, home_line)
+    for v, span in zip(verts, spans):
+        file = home_file if home_file in span else (min(span) if span else home_file)
+        a, z = span.get(file, (0, 0))
+        v["file"], v["first"], v["last"] = file, a, z
+
+
+def _widen(span: dict[str, list[int]], file: str, a: int, z: int) -> None:
+    cur = span.get(file)
+    if cur is None:
+        span[file] = [a, z]
+    else:
+        cur[0] = min(cur[0], a)
+        cur[1] = max(cur[1], z)
