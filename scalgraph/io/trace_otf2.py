@@ -5,7 +5,8 @@ Reading translates communicator ranks to world ranks through the COMM_LOCATIONS 
 location order of MPI_COMM_WORLD) and the COMM_GROUP groups; without COMM_LOCATIONS, process
 location groups in definition order are the ranks.  Only the first CPU thread of each process is
 read (pure MPI); events of other threads are counted in meta["otf2_skipped_events"].  Times become
-seconds since the trace's global offset (or exactly what scalgraph wrote, see below).
+seconds since the trace's global offset (or exactly what scalgraph wrote, see below).  OTF2's
+COLLECTIVE_BEGIN carries no communicator; each COLL_BEGIN gets the one of its COLL_END.
 
 Writing emits: one PROCESS location group per rank with id = rank, one CPU_THREAD location each,
 one COMM_LOCATIONS group first, then one COMM_GROUP + COMM per communicator, MPI regions with
@@ -17,10 +18,12 @@ trace scalgraph wrote reads back identical (times are whole nanoseconds).
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import pathlib
 import shutil
+import sys
 
 import numpy as np
 
@@ -66,13 +69,20 @@ def is_otf2_anchor(head: bytes) -> bool:
 
 def read_otf2(anchor: str | os.PathLike) -> Trace:
     otf2 = _otf2()
+    stem = pathlib.Path(anchor).stem
+    with _quiet_stderr():
+        try:
+            reader_cm = otf2.reader.open(str(anchor))
+            reader = reader_cm.__enter__()
+        except Exception:    # the C library reports every malformed archive as a generic error
+            raise UserError(f"{anchor}: not a readable OTF2 archive: its anchor file or global definitions "
+                            f"({stem}.def) are missing or damaged") from None
+        return _read_archive(anchor, stem, reader, reader_cm)
+
+
+def _read_archive(anchor, stem, reader, reader_cm) -> Trace:
     from otf2 import events as E
     from otf2.enums import GroupType, LocationType, Paradigm
-    try:
-        reader_cm = otf2.reader.open(str(anchor))
-        reader = reader_cm.__enter__()
-    except Exception as e:   # the C library reports every malformed archive as a generic error
-        raise UserError(f"{anchor}: not a readable OTF2 archive ({str(e).splitlines()[0] if str(e) else type(e).__name__})") from None
     try:
         defs = reader.definitions
         saved = _saved_meta(defs)
@@ -161,10 +171,25 @@ def read_otf2(anchor: str | os.PathLike) -> Trace:
         return Trace(regions=regions, comms=comms, events=events, windows=windows, meta=meta)
     except UserError:
         raise
-    except Exception as e:
-        raise UserError(f"{anchor}: cannot read this OTF2 archive ({type(e).__name__}: {e})") from None
+    except Exception:
+        raise UserError(f"{anchor}: OTF2 definitions or event data ({stem}/*.def, *.evt) are missing or damaged; "
+                        f"copy the whole archive directory or record it again") from None
     finally:
         reader_cm.__exit__(None, None, None)
+
+
+@contextlib.contextmanager
+def _quiet_stderr():
+    """libotf2 prints every internal error to file descriptor 2; we report one line instead."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    try:
+        with open(os.devnull, "w") as null:
+            os.dup2(null.fileno(), 2)
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
 
 
 def _req(matching_id: int) -> int:
@@ -179,6 +204,10 @@ def _to_array(rows: list[tuple], zero: int, res: int) -> np.ndarray:
         ev["time"] = ticks / res
         for j, name in enumerate(("kind", "region", "peer", "tag", "comm", "bytes", "bytes_recv", "request"), 1):
             ev[name] = np.array(cols[j], dtype=np.int64)
+        # OTF2's COLLECTIVE_BEGIN has no communicator: give each BEGIN the one of its END
+        begins, ends = np.flatnonzero(ev["kind"] == COLL_BEGIN), np.flatnonzero(ev["kind"] == COLL_END)
+        if len(begins) == len(ends):
+            ev["comm"][begins] = ev["comm"][ends]
     return ev
 
 

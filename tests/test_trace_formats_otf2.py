@@ -1,0 +1,211 @@
+"""OTF2 through PyPI `otf2`: our archives round-trip and follow the rules scout needs
+(shared/notes/otf2-for-scalasca.md); archives written the way Score-P writes them (no scalgraph
+metadata, a global time offset, location order differing from rank order, sub-communicators in
+comm ranks, MPI_COMM_SELF, an extra thread) read with world ranks; bad archives fail in one line."""
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+
+import numpy as np
+import pytest
+
+from conftest import require_tool
+from scalgraph.errors import UserError
+from scalgraph.io.trace_read import read_trace, write_trace
+from scalgraph.model import trace as tm
+from test_trace_formats import assert_same, one_line_error, rich_trace
+
+
+@pytest.fixture(autouse=True)
+def _need_otf2():
+    require_tool(importlib.util.find_spec("otf2") is not None, "Python package otf2 not installed")
+
+
+def test_otf2_round_trip_is_identical(tmp_path):
+    trace = rich_trace()
+    write_trace(trace, tmp_path / "traces.otf2", "otf2")
+    assert_same(read_trace(tmp_path / "traces.otf2"), trace)
+    # the archive directory is accepted in place of the anchor file (as a Score-P experiment directory)
+    assert_same(read_trace(tmp_path), trace)
+
+
+def test_negative_times_round_trip(tmp_path):
+    trace = rich_trace()
+    for ev in trace.events:
+        ev["time"] -= 0.005
+        ev["time"] = np.rint(ev["time"] * 1e9) / 1e9
+    write_trace(trace, tmp_path / "traces.otf2", "otf2")
+    assert_same(read_trace(tmp_path / "traces.otf2"), trace)
+
+
+def test_written_archive_follows_the_scout_rules(tmp_path):
+    import otf2
+    from otf2.enums import GroupType, LocationGroupType, LocationType, Paradigm
+    trace = rich_trace()
+    # drop MPI_Init/Finalize from the trace: the writer must add them
+    init = [i for i, r in enumerate(trace.regions) if r.name in ("MPI_Init", "MPI_Finalize")]
+    for r, ev in enumerate(trace.events):
+        trace.events[r] = ev[~np.isin(ev["region"], init)]
+    write_trace(trace, tmp_path / "traces.otf2", "otf2")
+    with otf2.reader.open(str(tmp_path / "traces.otf2")) as rd:
+        d = rd.definitions
+        groups = list(d.location_groups)
+        assert [g._ref for g in groups] == [0, 1, 2, 3]
+        assert all(g.location_group_type == LocationGroupType.PROCESS and g.system_tree_parent is not None
+                   for g in groups)
+        assert all(loc.type == LocationType.CPU_THREAD for loc in d.locations)
+        comm_groups = [g for g in d.groups]
+        kinds = [g.group_type for g in comm_groups]
+        assert kinds.count(GroupType.COMM_LOCATIONS) == 1
+        assert kinds.index(GroupType.COMM_LOCATIONS) < kinds.index(GroupType.COMM_GROUP)
+        assert all(g.paradigm == Paradigm.MPI for g in comm_groups)
+        sub = {c.name: [g._ref for g in [m.group for m in c.group.members]] for c in d.comms}
+        assert sub["MPI_COMM_WORLD"] == [0, 1, 2, 3]
+        assert sub["MPI comm 5"] == [3, 1]
+        mpi = {r.name: r for r in d.regions if r.name.startswith("MPI_")}
+        assert {"MPI_Init", "MPI_Finalize", "MPI_Send", "MPI_Allreduce"} <= set(mpi)
+        assert all(r.source_file == "MPI" and r.canonical_name == r.name for r in mpi.values())
+        assert rd.timer_resolution == 1_000_000_000
+        per_loc: dict[int, list] = {}
+        for loc, ev in rd.events:
+            per_loc.setdefault(loc._ref, []).append(ev)
+    for evs in per_loc.values():
+        names = [e.region.name for e in evs if isinstance(e, otf2.events.Enter)]
+        assert names[0] == "MPI_Init" and names[-1] == "MPI_Finalize"
+        times = [e.time for e in evs]
+        assert times == sorted(times)
+        kinds = [type(e).__name__ for e in evs]
+        for i, k in enumerate(kinds):      # COLLECTIVE_END always right after its BEGIN
+            if k == "MpiCollectiveEnd":
+                assert kinds[i - 1] == "MpiCollectiveBegin"
+    back = read_trace(tmp_path / "traces.otf2")
+    assert sum(int((e["kind"] == tm.ENTER).sum()) for e in back.events) == \
+        sum(int((e["kind"] == tm.ENTER).sum()) for e in trace.events) + 2 * 4
+
+
+def test_anchor_name_rules(tmp_path):
+    with pytest.raises(UserError, match="longer than 5"):
+        write_trace(rich_trace(), tmp_path / "a.otf2", "otf2")
+    with pytest.raises(UserError, match="must end in .otf2"):
+        write_trace(rich_trace(), tmp_path / "traces.trace", "otf2")
+    write_trace(rich_trace(), tmp_path / "traces.otf2", "otf2")
+    before = (tmp_path / "traces.otf2").read_bytes()
+    with pytest.raises(UserError, match="already exists"):
+        write_trace(rich_trace(), tmp_path / "traces.otf2", "otf2")
+    assert (tmp_path / "traces.otf2").read_bytes() == before
+
+
+def write_scorep_like(anchor_dir) -> None:
+    """An archive as Score-P writes it: ticks at 1 MHz from a large offset, no scalgraph attribute,
+    COMM_LOCATIONS in the order (loc 2, loc 0, loc 1) so world rank != location id, a sub-communicator
+    [world 2, world 0] addressed in comm ranks, MPI_COMM_SELF, and an OpenMP worker thread."""
+    import otf2
+    from otf2.enums import CollectiveOp, GroupType, LocationType, Paradigm, RegionRole
+    off = 1_700_000_000_000
+    with otf2.writer.open(str(anchor_dir), archive_name="traces", timer_resolution=1_000_000) as w:
+        d = w.definitions
+        node = d.system_tree_node("node")
+        lgs = [d.location_group(f"proc {i}", system_tree_parent=node) for i in range(3)]
+        locs = [d.location("Master thread", type=LocationType.CPU_THREAD, group=g) for g in lgs]
+        worker = d.location("OMP thread 1", type=LocationType.CPU_THREAD, group=lgs[0])
+        world_locs = [locs[2], locs[0], locs[1]]            # world rank 0 is location 2, ...
+        d.group("", group_type=GroupType.COMM_LOCATIONS, paradigm=Paradigm.MPI, members=world_locs)
+        world = d.comm("MPI_COMM_WORLD", group=d.group("", group_type=GroupType.COMM_GROUP,
+                                                       paradigm=Paradigm.MPI, members=[0, 1, 2]))
+        sub = d.comm("sub", group=d.group("sub", group_type=GroupType.COMM_GROUP, paradigm=Paradigm.MPI,
+                                          members=[2, 0]), parent=world)
+        self_comm = d.comm("MPI_COMM_SELF", group=d.group("self", group_type=GroupType.COMM_SELF,
+                                                           paradigm=Paradigm.MPI, members=[]))
+
+        def reg(name, role=RegionRole.FUNCTION):
+            return d.region(name, canonical_name=name, source_file="MPI", paradigm=Paradigm.MPI, region_role=role)
+        main = d.region("main", source_file="/src/app.c", begin_line_number=3, paradigm=Paradigm.COMPILER)
+        init, fin = reg("MPI_Init"), reg("MPI_Finalize")
+        send, recv = reg("MPI_Send", RegionRole.POINT2POINT), reg("MPI_Recv", RegionRole.POINT2POINT)
+        isend, irecv, wait = reg("MPI_Isend", RegionRole.POINT2POINT), reg("MPI_Irecv", RegionRole.POINT2POINT), reg("MPI_Wait")
+        allreduce, bcast = reg("MPI_Allreduce", RegionRole.COLL_ALL2ALL), reg("MPI_Bcast", RegionRole.COLL_ONE2ALL)
+        barrier = reg("MPI_Barrier", RegionRole.BARRIER)
+        E = otf2.events
+        ws = {world_rank: w.event_writer_from_location(loc) for world_rank, loc in enumerate(world_locs)}
+        for r, out in ws.items():
+            out(E.Enter(off + 0, main))
+            out(E.Enter(off + 1, init))
+            out(E.Leave(off + 2, init))
+        # world rank 2 sends to world rank 0 on `sub`, where rank 0 has comm rank 1
+        ws[2](E.Enter(off + 10, send)); ws[2](E.MpiSend(off + 10, 1, sub, 42, 1000)); ws[2](E.Leave(off + 11, send))
+        ws[0](E.Enter(off + 5, recv)); ws[0](E.MpiRecv(off + 12, 0, sub, 42, 1000)); ws[0](E.Leave(off + 12, recv))
+        # non-blocking world 1 -> world 2 on MPI_COMM_WORLD
+        ws[1](E.Enter(off + 13, isend)); ws[1](E.MpiIsend(off + 13, 2, world, 7, 8, 1001)); ws[1](E.Leave(off + 14, isend))
+        ws[2](E.Enter(off + 13, irecv)); ws[2](E.MpiIrecvRequest(off + 13, 55)); ws[2](E.Leave(off + 14, irecv))
+        ws[1](E.Enter(off + 15, wait)); ws[1](E.MpiIsendComplete(off + 16, 1001)); ws[1](E.Leave(off + 16, wait))
+        ws[2](E.Enter(off + 15, wait)); ws[2](E.MpiIrecv(off + 17, 1, world, 7, 8, 55)); ws[2](E.Leave(off + 17, wait))
+        for r, out in ws.items():
+            out(E.Enter(off + 20 + r, allreduce)); out(E.MpiCollectiveBegin(off + 20 + r))
+            out(E.MpiCollectiveEnd(off + 25, CollectiveOp.ALLREDUCE, world, 0xFFFFFFFF, 8, 8)); out(E.Leave(off + 25, allreduce))
+        for r in (2, 0):                                      # bcast on sub, root = comm rank 0 = world 2
+            ws[r](E.Enter(off + 30, bcast)); ws[r](E.MpiCollectiveBegin(off + 30))
+            ws[r](E.MpiCollectiveEnd(off + 31, CollectiveOp.BCAST, sub, 0, 64 if r == 2 else 0, 0 if r == 2 else 64))
+            ws[r](E.Leave(off + 31, bcast))
+        ws[1](E.Enter(off + 32, barrier)); ws[1](E.MpiCollectiveBegin(off + 32))
+        ws[1](E.MpiCollectiveEnd(off + 32, CollectiveOp.BARRIER, self_comm, 0xFFFFFFFF, 0, 0)); ws[1](E.Leave(off + 32, barrier))
+        wk = w.event_writer_from_location(worker)
+        wk(E.Enter(off + 3, main)); wk(E.Leave(off + 4, main))
+        for r, out in ws.items():
+            out(E.Enter(off + 40, fin)); out(E.Leave(off + 41, fin)); out(E.Leave(off + 42, main))
+
+
+def test_reads_what_scorep_writes(tmp_path):
+    write_scorep_like(tmp_path)
+    trace = read_trace(tmp_path / "traces.otf2")
+    assert trace.nranks == 3
+    assert trace.meta["otf2_skipped_events"] == 2           # the worker thread's ENTER/LEAVE
+    by_name = {r.name: i for i, r in enumerate(trace.regions)}
+    assert trace.regions[by_name["main"]] == tm.Region("main", "/src/app.c", 3, -1)
+    assert trace.regions[by_name["MPI_Send"]].file == "MPI"
+    sub = [c for c, m in trace.comms.items() if m == [2, 0]]
+    assert len(sub) == 1 and trace.comms[0] == [0, 1, 2]
+    r0, r1, r2 = trace.events
+    send = r2[r2["kind"] == tm.SEND][0]
+    assert (send["peer"], send["tag"], send["comm"], send["bytes"]) == (0, 42, sub[0], 1000)
+    assert send["time"] == pytest.approx(10e-6)              # (ticks - global offset) / 1 MHz
+    recv = r0[r0["kind"] == tm.RECV][0]
+    assert (recv["peer"], recv["comm"]) == (2, sub[0])
+    isend = r1[r1["kind"] == tm.ISEND][0]
+    assert (isend["peer"], isend["request"]) == (2, 1001)
+    irecv = r2[r2["kind"] == tm.IRECV][0]
+    assert (irecv["peer"], irecv["request"]) == (1, 55)
+    bcast = r0[(r0["kind"] == tm.COLL_END) & (r0["comm"] == sub[0])][0]
+    assert (bcast["peer"], bcast["bytes_recv"]) == (2, 64)   # root comm rank 0 -> world rank 2
+    allreduce = r1[(r1["kind"] == tm.COLL_END) & (r1["comm"] == 0)][0]
+    assert allreduce["peer"] == -1
+    self_end = r1[(r1["kind"] == tm.COLL_END)][-1]
+    assert trace.comms[int(self_end["comm"])] == [1]         # MPI_COMM_SELF became rank 1's own comm
+    assert r0["time"][0] == 0.0 and r0["time"][-1] == pytest.approx(42e-6)
+
+
+def test_not_an_archive(tmp_path):
+    (tmp_path / "traces.otf2").write_bytes(b"this is not an anchor file at all\n" * 3)
+    one_line_error(tmp_path / "traces.otf2", contains="not a trace scalgraph can read")
+    one_line_error(tmp_path, contains="not a trace scalgraph can read")
+
+
+def test_damaged_archives(tmp_path, capfd):
+    write_trace(rich_trace(), tmp_path / "traces.otf2", "otf2")
+    anchor = (tmp_path / "traces.otf2").read_bytes()
+    # anchor cut short
+    (tmp_path / "traces.otf2").write_bytes(anchor[:len(anchor) // 2])
+    one_line_error(tmp_path / "traces.otf2", contains="OTF2")
+    # intact anchor, global definitions missing
+    (tmp_path / "traces.otf2").write_bytes(anchor)
+    os.rename(tmp_path / "traces.def", tmp_path / "traces.def.bak")
+    one_line_error(tmp_path / "traces.otf2", contains="OTF2")
+    os.rename(tmp_path / "traces.def.bak", tmp_path / "traces.def")
+    # event files garbled
+    for f in (tmp_path / "traces").glob("*.evt"):
+        f.write_bytes(os.urandom(f.stat().st_size))
+    one_line_error(tmp_path / "traces.otf2", contains="traces.otf2")
+    shutil.rmtree(tmp_path / "traces")
+    one_line_error(tmp_path / "traces.otf2", contains="traces.otf2")
+    assert capfd.readouterr().err == ""          # libotf2's own error chatter is kept off the terminal
