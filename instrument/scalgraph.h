@@ -24,6 +24,77 @@ struct sg_psg_tables {
 void sg_register_psg(const struct sg_psg_tables *t);
 void sg_fn_enter(uint32_t fid);
 void sg_fn_exit(void);
+
+/* ---- On-disk profile: one file per rank, rank-<r>.sgp (little-endian, this exact layout) ----
+ * [struct sg_file_header]
+ * [uint64 samples  [nvertices]]   SIGPROF samples charged to the vertex
+ * [uint64 calls    [nvertices]]   MPI calls made at the vertex
+ * [uint64 time_ns  [nvertices]]   exact nanoseconds inside MPI calls made at the vertex
+ * [uint64 wait_ns  [nvertices]]   the part of time_ns spent in calls that block on other ranks
+ * [uint64 counters [ncounters][nvertices]]   counter deltas charged at each sample
+ * [struct sg_dep_record  [ndeps]]
+ * [struct sg_comm_record [ncomms]]
+ * [int32  members  [nmembers]]    world ranks of each communicator, in comm-rank order
+ * checksum: CRC-32 (zlib's) over the whole file with the checksum field set to 0. */
+enum {
+    SG_FILE_VERSION = 1,
+    SG_MAX_COUNTERS = 4,
+    SG_NAME_LEN = 32,
+    SG_FLAG_FINALIZED = 1,   /* written by MPI_Finalize */
+    SG_FLAG_AT_EXIT = 2,     /* written at exit without MPI_Finalize */
+    SG_FLAG_SIGTERM = 4,     /* written by the SIGTERM handler */
+    SG_FLAG_ABORT = 8,       /* written by MPI_Abort */
+    SG_FLAG_SAMPLING_OFF = 16, /* the program owns SIGPROF/ITIMER_PROF, so no samples were taken */
+    SG_FLAG_DEPS_DROPPED = 32  /* the dependence table was full; some tuples were not recorded */
+};
+
+struct sg_file_header {
+    char magic[8];              /* "SGPROF\0\0" */
+    uint32_t version;           /* SG_FILE_VERSION */
+    uint32_t header_size;       /* sizeof(struct sg_file_header) */
+    uint64_t checksum;
+    uint64_t file_size;
+    int32_t rank, nranks;
+    uint32_t nvertices, ncounters;
+    uint32_t ndeps, ncomms;
+    uint32_t nmembers, flags;
+    uint64_t deps_dropped;      /* dependence records that did not fit */
+    double hz;                  /* sampling rate, 0 when sampling was off */
+    double comm_sample;         /* probability with which a message is recorded as a dependence */
+    double start_time, end_time;          /* seconds since the epoch (CLOCK_REALTIME) */
+    double clock_offset_init, clock_offset_final; /* this rank's CLOCK_MONOTONIC minus rank 0's, seconds */
+    double clock_rtt_init, clock_rtt_final;       /* round trip of the best ping-pong, seconds */
+    char psg_hash[32];
+    char host[64];
+    char mpi_library[256];
+    char counter_names[4][32];
+};
+
+struct sg_dep_record {          /* same layout as scalgraph.model.profile.DEP_DTYPE */
+    int32_t rank, vertex, kind, peer, tag, comm;
+    int64_t count, bytes;
+    double wait;
+};
+
+struct sg_comm_record {
+    int32_t id, size;
+    uint32_t offset;            /* index of its first member in the members array */
+    uint32_t reserved;
+};
+
+/* ---- MPI-free core, exported for the PMPI layer and for unit tests through cffi ---- */
+void sg_core_init(int32_t rank, int32_t nranks);
+uint32_t sg_current_vertex(void);
+void sg_set_cur(uint32_t local);
+uint32_t sg_get_cur(void);
+void sg_record_mpi(uint32_t vertex, uint64_t ns, int waiting);
+void sg_record_dep(uint32_t vertex, int32_t kind, int32_t peer, int32_t tag, int32_t comm,
+                   int64_t bytes, uint64_t wait_ns);
+int32_t sg_comm_add(const int32_t *members, int32_t n);      /* returns the comm index, -1 if full */
+int32_t sg_comm_id(int32_t comm_index);
+int32_t sg_comm_world_rank(int32_t comm_index, int32_t rank); /* -1 if unknown */
+void sg_sample_now(void);
+int sg_write_profile(const char *dir, uint32_t flags);
 /* SG_CDEF_END */
 
 extern __thread uint32_t sg_cur;

@@ -1,0 +1,80 @@
+/* State shared by the shim's C files (not part of the public API or the cffi cdef). */
+#ifndef SG_INTERNAL_H
+#define SG_INTERNAL_H
+#include <stdint.h>
+#include <time.h>
+#include "scalgraph.h"
+
+#define SG_HIDDEN __attribute__((visibility("hidden")))
+#define SG_TLS __thread __attribute__((tls_model("initial-exec")))
+
+enum { SG_STACK_MAX = 256, SG_MAX_THREADS = 64 };
+
+/* One per thread, from a preallocated pool (no malloc, no TLS beyond one pointer, so the core
+ * library can also be dlopened by the tests). */
+struct sg_thread {
+    int32_t inst;            /* current PSG instance, -1 = unknown (before main, untracked thread) */
+    uint32_t depth;          /* call depth, also counted beyond SG_STACK_MAX */
+    volatile int in_mpi;     /* re-entrancy guard of the PMPI wrappers */
+    int tracked;             /* 0 for threads that did not get a pool slot */
+    uint64_t rng;            /* xorshift state for SCALGRAPH_COMM_SAMPLE */
+    struct { int32_t inst; uint32_t local; } stack[SG_STACK_MAX];
+};
+
+/* global state of the run (meta data written into the header) */
+struct sg_run {
+    int32_t rank, nranks;
+    int initialized;         /* sg_core_init ran (MPI_Init seen or a test set it up) */
+    int written;             /* the profile file has been written */
+    int sampling_off;        /* the program owns SIGPROF */
+    int pid;                 /* process that owns the file (fork children do not write) */
+    double hz, comm_sample;
+    double start_time, end_time;
+    double clock_offset_init, clock_offset_final, clock_rtt_init, clock_rtt_final;
+    char host[64];
+    char mpi_library[256];
+};
+
+extern struct sg_run sg_run SG_HIDDEN;
+
+struct sg_thread *sg_thread_self(void) SG_HIDDEN;       /* never NULL */
+struct sg_thread *sg_thread_peek(void) SG_HIDDEN;       /* NULL if the thread has none yet */
+uint32_t sg_vertex_of(const struct sg_thread *t) SG_HIDDEN;
+uint32_t sg_nvertices(void) SG_HIDDEN;
+const char *sg_psg_hash(void) SG_HIDDEN;
+void sg_store_resize(uint32_t nvertices) SG_HIDDEN;
+
+/* accumulators (sg_store.c) */
+extern uint64_t *sg_samples SG_HIDDEN, *sg_calls SG_HIDDEN, *sg_time_ns SG_HIDDEN, *sg_wait_ns SG_HIDDEN;
+extern uint64_t *sg_counter_vals SG_HIDDEN;            /* [SG_MAX_COUNTERS][nvertices] */
+extern uint64_t sg_deps_dropped SG_HIDDEN;
+uint32_t sg_dep_snapshot(struct sg_dep_record *out, uint32_t max) SG_HIDDEN;
+uint32_t sg_dep_count(void) SG_HIDDEN;
+uint32_t sg_comm_count(void) SG_HIDDEN;
+const struct sg_comm_record *sg_comm_records(void) SG_HIDDEN;
+uint32_t sg_member_count(void) SG_HIDDEN;
+const int32_t *sg_members(void) SG_HIDDEN;
+
+/* sampler and counters (sg_sampler.c) */
+void sg_sampler_start(void) SG_HIDDEN;
+void sg_sampler_stop(void) SG_HIDDEN;
+uint32_t sg_counter_count(void) SG_HIDDEN;
+const char *sg_counter_name(uint32_t i) SG_HIDDEN;
+
+/* exit paths (sg_writer.c) */
+void sg_install_exit_handlers(void) SG_HIDDEN;
+const char *sg_out_dir(void) SG_HIDDEN;
+
+static inline uint64_t sg_now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static inline double sg_wall_seconds(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+#endif

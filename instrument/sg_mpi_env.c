@@ -1,0 +1,145 @@
+/* PMPI wrappers: start-up and shut-down (run metadata, clock offsets, writing the file) and
+ * communicator creation (each new communicator's group is recorded once, as world ranks). */
+#include "sg_mpi_state.h"
+#include <stdio.h>
+#include <string.h>
+
+static MPI_Comm sync_comm_ = MPI_COMM_NULL;   /* the shim's own traffic never meets the program's */
+
+static double mono_seconds(void) { return 1e-9 * (double)sg_now_ns(); }
+
+/* Offset of this rank's CLOCK_MONOTONIC to rank 0's, from the ping-pong with the smallest round trip
+ * (offset = midpoint of the local send/receive times minus rank 0's time in between). */
+static void clock_sync(double *offset, double *rtt) {
+    enum { ROUNDS = 4, TAG_PING = 1, TAG_PONG = 2 };
+    int rank = sg_run.rank, n = sg_run.nranks;
+    *offset = 0;
+    *rtt = 0;
+    if (n <= 1 || sync_comm_ == MPI_COMM_NULL)
+        return;
+    if (rank == 0) {
+        for (int r = 1; r < n; r++)
+            for (int i = 0; i < ROUNDS; i++) {
+                double dummy, now;
+                PMPI_Recv(&dummy, 1, MPI_DOUBLE, r, TAG_PING, sync_comm_, MPI_STATUS_IGNORE);
+                now = mono_seconds();
+                PMPI_Send(&now, 1, MPI_DOUBLE, r, TAG_PONG, sync_comm_);
+            }
+        return;
+    }
+    double best = 1e30;
+    for (int i = 0; i < ROUNDS; i++) {
+        double t1 = mono_seconds(), t0;
+        PMPI_Send(&t1, 1, MPI_DOUBLE, 0, TAG_PING, sync_comm_);
+        PMPI_Recv(&t0, 1, MPI_DOUBLE, 0, TAG_PONG, sync_comm_, MPI_STATUS_IGNORE);
+        double t2 = mono_seconds();
+        if (t2 - t1 < best) {
+            best = t2 - t1;
+            *offset = 0.5 * (t1 + t2) - t0;
+        }
+    }
+    *rtt = best;
+}
+
+void sg_mpi_after_init(void) {
+    int rank = 0, size = 1, len = 0;
+    PMPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    PMPI_Comm_size(MPI_COMM_WORLD, &size);
+    sg_core_init(rank, size);
+    sg_comm_register(MPI_COMM_WORLD);   /* first: index 0, id 0 */
+    static char version[MPI_MAX_LIBRARY_VERSION_STRING];
+    PMPI_Get_library_version(version, &len);
+    char *nl = strchr(version, '\n');
+    if (nl)
+        *nl = 0;
+    snprintf(sg_run.mpi_library, sizeof sg_run.mpi_library, "%.255s", version);
+    PMPI_Comm_dup(MPI_COMM_WORLD, &sync_comm_);
+    clock_sync(&sg_run.clock_offset_init, &sg_run.clock_rtt_init);
+}
+
+int MPI_Init(int *argc, char ***argv) {
+    SG_BEGIN(PMPI_Init(argc, argv))
+    if (rc_ == MPI_SUCCESS)
+        sg_mpi_after_init();
+    SG_END(SG_NOT_WAITING)
+}
+
+int MPI_Init_thread(int *argc, char ***argv, int required, int *provided) {
+    SG_BEGIN(PMPI_Init_thread(argc, argv, required, provided))
+    if (rc_ == MPI_SUCCESS)
+        sg_mpi_after_init();
+    SG_END(SG_NOT_WAITING)
+}
+
+/* the shim's part of MPI_Finalize: final clock offsets, then the file (while MPI still works) */
+void sg_mpi_before_finalize(uint32_t vertex) {
+    uint64_t t0 = sg_now_ns();
+    clock_sync(&sg_run.clock_offset_final, &sg_run.clock_rtt_final);
+    if (sync_comm_ != MPI_COMM_NULL)
+        PMPI_Comm_free(&sync_comm_);
+    sg_record_mpi(vertex, sg_now_ns() - t0, SG_NOT_WAITING);
+    sg_sampler_stop();
+    sg_run.end_time = sg_wall_seconds();
+    sg_write_profile(NULL, SG_FLAG_FINALIZED);
+}
+
+int MPI_Finalize(void) {
+    struct sg_thread *t = sg_thread_self();
+    if (t->in_mpi)
+        return PMPI_Finalize();
+    t->in_mpi = 1;
+    sg_mpi_before_finalize(sg_vertex_of(t));
+    int rc = PMPI_Finalize();
+    t->in_mpi = 0;
+    return rc;
+}
+
+int MPI_Abort(MPI_Comm comm, int errorcode) {
+    struct sg_thread *t = sg_thread_self();
+    if (!t->in_mpi && sg_run.initialized && !sg_run.written) {
+        sg_record_mpi(sg_vertex_of(t), 0, SG_NOT_WAITING);
+        sg_sampler_stop();
+        sg_write_profile(NULL, SG_FLAG_ABORT);
+    }
+    return PMPI_Abort(comm, errorcode);
+}
+
+/* ---- communicator management ---- */
+#define NEW_COMM_DONE()                                                                           \
+    if (rc_ == MPI_SUCCESS)                                                                       \
+        sg_comm_register(*newcomm);                                                               \
+    SG_END(SG_WAITING)
+
+int MPI_Comm_split(MPI_Comm comm, int color, int key, MPI_Comm *newcomm) {
+    SG_BEGIN(PMPI_Comm_split(comm, color, key, newcomm))
+    NEW_COMM_DONE()
+}
+
+int MPI_Comm_dup(MPI_Comm comm, MPI_Comm *newcomm) {
+    SG_BEGIN(PMPI_Comm_dup(comm, newcomm))
+    NEW_COMM_DONE()
+}
+
+int MPI_Comm_create(MPI_Comm comm, MPI_Group group, MPI_Comm *newcomm) {
+    SG_BEGIN(PMPI_Comm_create(comm, group, newcomm))
+    NEW_COMM_DONE()
+}
+
+int MPI_Cart_create(MPI_Comm comm, int ndims, const int dims[], const int periods[], int reorder,
+                    MPI_Comm *newcomm) {
+    SG_BEGIN(PMPI_Cart_create(comm, ndims, dims, periods, reorder, newcomm))
+    NEW_COMM_DONE()
+}
+
+int MPI_Cart_sub(MPI_Comm comm, const int remain_dims[], MPI_Comm *newcomm) {
+    SG_BEGIN(PMPI_Cart_sub(comm, remain_dims, newcomm))
+    NEW_COMM_DONE()
+}
+
+int MPI_Comm_free(MPI_Comm *comm) {
+    MPI_Comm saved = *comm;
+    SG_BEGIN(PMPI_Comm_free(comm))
+    if (rc_ == MPI_SUCCESS)
+        sg_comm_forget(saved);
+    SG_END(SG_NOT_WAITING)
+}

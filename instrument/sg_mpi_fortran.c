@@ -1,0 +1,187 @@
+/* Fortran symbols (mpi_send_ ...): Open MPI's Fortran bindings call PMPI directly, so the C wrappers
+ * never see Fortran calls there. Each wrapper times the call, records what the C wrapper would, and
+ * calls the MPI library's own Fortran PMPI symbol (weak: an MPI without Fortran bindings has none,
+ * and then no Fortran program can call these either). MPICH's pmpi_*_ call MPI_* in C, which the
+ * re-entrancy guard turns into plain PMPI calls, so nothing is counted twice. */
+#include "sg_mpi_state.h"
+#include <stdio.h>
+#include <stdlib.h>
+
+typedef MPI_Fint F;
+
+#define WEAK __attribute__((weak))
+void pmpi_init_(F *ierr) WEAK;
+void pmpi_init_thread_(F *required, F *provided, F *ierr) WEAK;
+void pmpi_finalize_(F *ierr) WEAK;
+void pmpi_send_(const void *buf, F *count, F *dt, F *dest, F *tag, F *comm, F *ierr) WEAK;
+void pmpi_recv_(void *buf, F *count, F *dt, F *source, F *tag, F *comm, F *status, F *ierr) WEAK;
+void pmpi_isend_(const void *buf, F *count, F *dt, F *dest, F *tag, F *comm, F *req, F *ierr) WEAK;
+void pmpi_irecv_(void *buf, F *count, F *dt, F *source, F *tag, F *comm, F *req, F *ierr) WEAK;
+void pmpi_wait_(F *req, F *status, F *ierr) WEAK;
+void pmpi_waitall_(F *n, F *reqs, F *statuses, F *ierr) WEAK;
+void pmpi_barrier_(F *comm, F *ierr) WEAK;
+void pmpi_bcast_(void *buf, F *count, F *dt, F *root, F *comm, F *ierr) WEAK;
+void pmpi_reduce_(const void *sbuf, void *rbuf, F *count, F *dt, F *op, F *root, F *comm, F *ierr) WEAK;
+void pmpi_allreduce_(const void *sbuf, void *rbuf, F *count, F *dt, F *op, F *comm, F *ierr) WEAK;
+
+static void missing(const char *name) {
+    fprintf(stderr, "scalgraph: %s called but this MPI has no Fortran PMPI symbol for it\n", name);
+    abort();
+}
+#define NEED(sym) if (sym == NULL) missing(#sym)
+
+/* a C status from a Fortran one; `local` stands in when the program passed MPI_STATUS_IGNORE */
+static F *fstatus(F *status, F *local) { return status == MPI_F_STATUS_IGNORE ? local : status; }
+static void to_c_status(const F *fst, MPI_Status *cst) { PMPI_Status_f2c(fst, cst); }
+
+#define F_BEGIN(pmpi_call)                                                                        \
+    struct sg_thread *t_ = sg_thread_self();                                                      \
+    if (t_->in_mpi) {                                                                             \
+        pmpi_call;                                                                                \
+        return;                                                                                   \
+    }                                                                                             \
+    t_->in_mpi = 1;                                                                               \
+    uint32_t v_ = sg_vertex_of(t_);                                                               \
+    uint64_t t0_ = sg_now_ns();                                                                   \
+    pmpi_call;                                                                                    \
+    uint64_t dt_ = sg_now_ns() - t0_;                                                             \
+    (void)dt_;
+
+#define F_END(waiting)                                                                            \
+    sg_record_mpi(v_, dt_, waiting);                                                              \
+    t_->in_mpi = 0;
+
+void mpi_init_(F *ierr) {
+    NEED(pmpi_init_);
+    F_BEGIN(pmpi_init_(ierr))
+    if (*ierr == MPI_SUCCESS)
+        sg_mpi_after_init();
+    F_END(SG_NOT_WAITING)
+}
+
+void mpi_init_thread_(F *required, F *provided, F *ierr) {
+    NEED(pmpi_init_thread_);
+    F_BEGIN(pmpi_init_thread_(required, provided, ierr))
+    if (*ierr == MPI_SUCCESS)
+        sg_mpi_after_init();
+    F_END(SG_NOT_WAITING)
+}
+
+void mpi_finalize_(F *ierr) {
+    NEED(pmpi_finalize_);
+    struct sg_thread *t = sg_thread_self();
+    if (!t->in_mpi) {
+        t->in_mpi = 1;
+        sg_mpi_before_finalize(sg_vertex_of(t));
+    }
+    pmpi_finalize_(ierr);
+    t->in_mpi = 0;
+}
+
+void mpi_send_(const void *buf, F *count, F *dt, F *dest, F *tag, F *comm, F *ierr) {
+    NEED(pmpi_send_);
+    F_BEGIN(pmpi_send_(buf, count, dt, dest, tag, comm, ierr))
+    sg_p2p_dep(t_, v_, SG_DEP_SEND, *dest, *tag, PMPI_Comm_f2c(*comm),
+               sg_bytes(*count, PMPI_Type_f2c(*dt)), NULL, 0);
+    F_END(SG_WAITING)
+}
+
+void mpi_recv_(void *buf, F *count, F *dt, F *source, F *tag, F *comm, F *status, F *ierr) {
+    NEED(pmpi_recv_);
+    F local[MPI_F_STATUS_SIZE];
+    F *st = fstatus(status, local);
+    F_BEGIN(pmpi_recv_(buf, count, dt, source, tag, comm, st, ierr))
+    if (*ierr == MPI_SUCCESS) {
+        MPI_Status cst;
+        to_c_status(st, &cst);
+        sg_p2p_dep(t_, v_, SG_DEP_RECV, *source, *tag, PMPI_Comm_f2c(*comm), 0, &cst, dt_);
+    }
+    F_END(SG_WAITING)
+}
+
+void mpi_isend_(const void *buf, F *count, F *dt, F *dest, F *tag, F *comm, F *req, F *ierr) {
+    NEED(pmpi_isend_);
+    F_BEGIN(pmpi_isend_(buf, count, dt, dest, tag, comm, req, ierr))
+    if (*ierr == MPI_SUCCESS)
+        sg_req_post(PMPI_Request_f2c(*req), SG_DEP_SEND, *dest, *tag, sg_comm_index(PMPI_Comm_f2c(*comm)),
+                    sg_bytes(*count, PMPI_Type_f2c(*dt)), 0);
+    F_END(SG_NOT_WAITING)
+}
+
+void mpi_irecv_(void *buf, F *count, F *dt, F *source, F *tag, F *comm, F *req, F *ierr) {
+    NEED(pmpi_irecv_);
+    F_BEGIN(pmpi_irecv_(buf, count, dt, source, tag, comm, req, ierr))
+    if (*ierr == MPI_SUCCESS)
+        sg_req_post(PMPI_Request_f2c(*req), SG_DEP_RECV, *source, *tag,
+                    sg_comm_index(PMPI_Comm_f2c(*comm)), 0, 0);
+    F_END(SG_NOT_WAITING)
+}
+
+void mpi_wait_(F *req, F *status, F *ierr) {
+    NEED(pmpi_wait_);
+    MPI_Request saved = PMPI_Request_f2c(*req);
+    F local[MPI_F_STATUS_SIZE];
+    F *st = fstatus(status, local);
+    F_BEGIN(pmpi_wait_(req, st, ierr))
+    if (*ierr == MPI_SUCCESS) {
+        MPI_Status cst;
+        to_c_status(st, &cst);
+        sg_req_complete(saved, &cst, v_, dt_);
+    }
+    F_END(SG_WAITING)
+}
+
+void mpi_waitall_(F *n, F *reqs, F *statuses, F *ierr) {
+    NEED(pmpi_waitall_);
+    enum { MAXF = 128 };
+    int count = *n;
+    if (count > MAXF || count < 0 || sg_thread_self()->in_mpi) {
+        pmpi_waitall_(n, reqs, statuses, ierr);   /* large arrays: timed by nobody, still correct */
+        return;
+    }
+    MPI_Request saved[MAXF];
+    F local[MAXF * MPI_F_STATUS_SIZE];
+    F *st = statuses == MPI_F_STATUSES_IGNORE ? local : statuses;
+    for (int i = 0; i < count; i++)
+        saved[i] = PMPI_Request_f2c(reqs[i]);
+    F_BEGIN(pmpi_waitall_(n, reqs, st, ierr))
+    if (*ierr == MPI_SUCCESS) {
+        int known = 0;
+        for (int i = 0; i < count; i++)
+            known += sg_req_known(saved[i]);
+        for (int i = 0; i < count; i++) {
+            MPI_Status cst;
+            to_c_status(&st[i * MPI_F_STATUS_SIZE], &cst);
+            sg_req_complete(saved[i], &cst, v_, known ? dt_ / (uint64_t)known : 0);
+        }
+    }
+    F_END(SG_WAITING)
+}
+
+void mpi_barrier_(F *comm, F *ierr) {
+    NEED(pmpi_barrier_);
+    F_BEGIN(pmpi_barrier_(comm, ierr))
+    sg_coll_dep(t_, v_, PMPI_Comm_f2c(*comm), 0, dt_);
+    F_END(SG_WAITING)
+}
+
+void mpi_bcast_(void *buf, F *count, F *dt, F *root, F *comm, F *ierr) {
+    NEED(pmpi_bcast_);
+    F_BEGIN(pmpi_bcast_(buf, count, dt, root, comm, ierr))
+    sg_coll_dep(t_, v_, PMPI_Comm_f2c(*comm), sg_bytes(*count, PMPI_Type_f2c(*dt)), dt_);
+    F_END(SG_WAITING)
+}
+
+void mpi_reduce_(const void *sbuf, void *rbuf, F *count, F *dt, F *op, F *root, F *comm, F *ierr) {
+    NEED(pmpi_reduce_);
+    F_BEGIN(pmpi_reduce_(sbuf, rbuf, count, dt, op, root, comm, ierr))
+    sg_coll_dep(t_, v_, PMPI_Comm_f2c(*comm), sg_bytes(*count, PMPI_Type_f2c(*dt)), dt_);
+    F_END(SG_WAITING)
+}
+
+void mpi_allreduce_(const void *sbuf, void *rbuf, F *count, F *dt, F *op, F *comm, F *ierr) {
+    NEED(pmpi_allreduce_);
+    F_BEGIN(pmpi_allreduce_(sbuf, rbuf, count, dt, op, comm, ierr))
+    sg_coll_dep(t_, v_, PMPI_Comm_f2c(*comm), sg_bytes(*count, PMPI_Type_f2c(*dt)), dt_);
+    F_END(SG_WAITING)
+}

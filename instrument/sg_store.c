@@ -1,0 +1,172 @@
+/* Per-vertex accumulators, the communication-dependence table and the communicator table.
+ * Fixed-size storage allocated once (at sg_register_psg); the hot paths only add. */
+#include "sg_internal.h"
+#include <string.h>
+#include <sys/mman.h>
+
+enum { SG_DEP_SLOTS = 1 << 14, SG_MAX_COMMS = 1024, SG_MAX_MEMBERS = 1 << 18 };
+
+struct sg_run sg_run = {.rank = 0, .nranks = 1, .hz = 0, .comm_sample = 1.0};
+
+/* before the tables register (constructors) everything goes to the root vertex */
+static uint64_t root_samples_[1], root_calls_[1], root_time_[1], root_wait_[1],
+    root_counters_[SG_MAX_COUNTERS];
+uint64_t *sg_samples = root_samples_, *sg_calls = root_calls_, *sg_time_ns = root_time_,
+         *sg_wait_ns = root_wait_, *sg_counter_vals = root_counters_;
+static uint32_t store_nv_ = 1;
+uint64_t sg_deps_dropped;
+
+static void *zeroed(size_t bytes) {
+    void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    return p == MAP_FAILED ? NULL : p;
+}
+
+void sg_store_resize(uint32_t nv) {
+    if (nv <= store_nv_)
+        return;
+    size_t n = nv;
+    uint64_t *block = zeroed(n * sizeof(uint64_t) * (4 + SG_MAX_COUNTERS));
+    if (block == NULL)
+        return;   /* keep charging everything to the root */
+    uint64_t *ctr = block + 4 * n;
+    /* keep what the root got so far */
+    block[0] = sg_samples[0]; block[n] = sg_calls[0]; block[2 * n] = sg_time_ns[0];
+    block[3 * n] = sg_wait_ns[0];
+    sg_counter_vals = ctr;
+    sg_time_ns = block + 2 * n;
+    sg_wait_ns = block + 3 * n;
+    sg_calls = block + n;
+    __atomic_store_n(&sg_samples, block, __ATOMIC_RELEASE);
+    __atomic_store_n(&store_nv_, nv, __ATOMIC_RELEASE);
+}
+
+void sg_core_init(int32_t rank, int32_t nranks) {
+    sg_run.rank = rank;
+    sg_run.nranks = nranks;
+    sg_run.initialized = 1;
+}
+
+static inline uint32_t clamp_vertex(uint32_t v) { return v < store_nv_ ? v : 0; }
+
+void sg_record_mpi(uint32_t vertex, uint64_t ns, int waiting) {
+    vertex = clamp_vertex(vertex);
+    __atomic_fetch_add(&sg_calls[vertex], 1, __ATOMIC_RELAXED);
+    __atomic_fetch_add(&sg_time_ns[vertex], ns, __ATOMIC_RELAXED);
+    if (waiting)
+        __atomic_fetch_add(&sg_wait_ns[vertex], ns, __ATOMIC_RELAXED);
+}
+
+/* ---- dependence table: open addressing, linear probing, one spin lock ---- */
+struct dep_slot {
+    uint32_t used;
+    struct sg_dep_record rec;
+};
+static struct dep_slot deps_[SG_DEP_SLOTS];
+static uint32_t ndeps_;
+static char dep_lock_;
+
+static inline void lock(char *l) {
+    while (__atomic_test_and_set(l, __ATOMIC_ACQUIRE))
+        ;
+}
+static inline void unlock(char *l) { __atomic_clear(l, __ATOMIC_RELEASE); }
+
+static inline uint32_t mix(uint32_t h, uint32_t x) { return (h ^ x) * 16777619u; }
+
+void sg_record_dep(uint32_t vertex, int32_t kind, int32_t peer, int32_t tag, int32_t comm,
+                   int64_t bytes, uint64_t wait_ns) {
+    vertex = clamp_vertex(vertex);
+    uint32_t h = 2166136261u;
+    h = mix(h, vertex); h = mix(h, (uint32_t)kind); h = mix(h, (uint32_t)peer);
+    h = mix(h, (uint32_t)tag); h = mix(h, (uint32_t)comm);
+    lock(&dep_lock_);
+    for (uint32_t i = 0; i < SG_DEP_SLOTS; i++) {
+        struct dep_slot *s = &deps_[(h + i) & (SG_DEP_SLOTS - 1)];
+        if (!s->used) {
+            if (ndeps_ >= SG_DEP_SLOTS * 3 / 4)
+                break;   /* keep probes short: a full table drops new tuples */
+            s->used = 1;
+            ndeps_++;
+            s->rec = (struct sg_dep_record){.rank = sg_run.rank, .vertex = (int32_t)vertex,
+                                            .kind = kind, .peer = peer, .tag = tag, .comm = comm};
+        }
+        struct sg_dep_record *r = &s->rec;
+        if (r->vertex == (int32_t)vertex && r->kind == kind && r->peer == peer && r->tag == tag &&
+            r->comm == comm) {
+            r->count += 1;
+            r->bytes += bytes;
+            r->wait += 1e-9 * (double)wait_ns;
+            unlock(&dep_lock_);
+            return;
+        }
+    }
+    sg_deps_dropped++;
+    unlock(&dep_lock_);
+}
+
+uint32_t sg_dep_count(void) { return ndeps_; }
+
+uint32_t sg_dep_snapshot(struct sg_dep_record *out, uint32_t max) {
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < SG_DEP_SLOTS && n < max; i++)
+        if (deps_[i].used) {
+            out[n] = deps_[i].rec;
+            out[n].rank = sg_run.rank;   /* rows recorded before MPI_Init knew the rank */
+            n++;
+        }
+    return n;
+}
+
+/* ---- communicators: id, size and world ranks of each one seen ---- */
+static struct sg_comm_record comms_[SG_MAX_COMMS];
+static int32_t members_[SG_MAX_MEMBERS];
+static uint32_t ncomms_, nmembers_;
+static char comm_lock_;
+
+/* The id is a hash of the member list plus how many communicators with the same members this rank
+ * registered before, so every member of a communicator computes the same id (communicators are
+ * created collectively, in the same order on every member) and different groups get different ids.
+ * MPI_COMM_WORLD is registered first and gets id 0. */
+int32_t sg_comm_add(const int32_t *members, int32_t n) {
+    if (n < 0)
+        return -1;
+    uint32_t h = 2166136261u;
+    for (int32_t i = 0; i < n; i++)
+        h = mix(h, (uint32_t)members[i]);
+    lock(&comm_lock_);
+    if (ncomms_ >= SG_MAX_COMMS || nmembers_ + (uint32_t)n > SG_MAX_MEMBERS) {
+        unlock(&comm_lock_);
+        return -1;
+    }
+    uint32_t seq = 0;
+    for (uint32_t c = 0; c < ncomms_; c++)
+        if (comms_[c].reserved == h && comms_[c].size == n)
+            seq++;
+    int32_t idx = (int32_t)ncomms_;
+    int32_t id = (int32_t)((h + seq * 0x9E3779B1u) & 0x7fffffffu);
+    if (idx == 0)
+        id = 0;
+    else if (id == 0)
+        id = 1;
+    comms_[idx] = (struct sg_comm_record){.id = id, .size = n, .offset = nmembers_, .reserved = h};
+    memcpy(&members_[nmembers_], members, (size_t)n * sizeof(int32_t));
+    nmembers_ += (uint32_t)n;
+    __atomic_store_n(&ncomms_, ncomms_ + 1, __ATOMIC_RELEASE);
+    unlock(&comm_lock_);
+    return idx;
+}
+
+int32_t sg_comm_id(int32_t idx) {
+    return (idx >= 0 && (uint32_t)idx < ncomms_) ? comms_[idx].id : -1;
+}
+
+int32_t sg_comm_world_rank(int32_t idx, int32_t rank) {
+    if (idx < 0 || (uint32_t)idx >= ncomms_ || rank < 0 || rank >= comms_[idx].size)
+        return -1;
+    return members_[comms_[idx].offset + (uint32_t)rank];
+}
+
+uint32_t sg_comm_count(void) { return ncomms_; }
+const struct sg_comm_record *sg_comm_records(void) { return comms_; }
+uint32_t sg_member_count(void) { return nmembers_; }
+const int32_t *sg_members(void) { return members_; }

@@ -1,0 +1,247 @@
+/* The per-rank profile file (layout in scalgraph.h) and the ways out of a program that write it:
+ * MPI_Finalize (sg_mpi.c), exit without Finalize (atexit), SIGTERM, MPI_Abort.
+ * Only open/write/pwrite/rename/mkdir are used, so writing from the SIGTERM handler is safe enough. */
+#include "sg_internal.h"
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+enum { OUT_BUF = 1 << 16, DEP_MAX = 1 << 14 };
+
+struct out {
+    int fd;
+    int failed;
+    uint32_t crc;
+    size_t used;
+    unsigned char buf[OUT_BUF];
+};
+static struct out out_;
+static struct sg_dep_record dep_buf_[DEP_MAX];
+
+static void out_flush(struct out *o) {
+    size_t off = 0;
+    while (off < o->used && !o->failed) {
+        ssize_t n = write(o->fd, o->buf + off, o->used - off);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            o->failed = 1;
+        else
+            off += (size_t)n;
+    }
+    o->used = 0;
+}
+
+/* CRC-32 (the zlib polynomial, so Python checks it with zlib.crc32) */
+static uint32_t crc_table_[256];
+
+static void crc_init(void) {
+    for (uint32_t n = 0; n < 256; n++) {
+        uint32_t c = n;
+        for (int k = 0; k < 8; k++)
+            c = (c & 1) ? 0xEDB88320u ^ (c >> 1) : c >> 1;
+        crc_table_[n] = c;
+    }
+}
+
+static void out_put(struct out *o, const void *data, size_t len) {
+    const unsigned char *p = data;
+    for (size_t i = 0; i < len; i++) {
+        o->crc = crc_table_[(o->crc ^ p[i]) & 0xff] ^ (o->crc >> 8);
+        if (o->used == OUT_BUF)
+            out_flush(o);
+        o->buf[o->used++] = p[i];
+    }
+}
+
+static char *append(char *dst, const char *end, const char *s) {
+    while (*s && dst < end)
+        *dst++ = *s++;
+    *dst = 0;
+    return dst;
+}
+
+static char *append_uint(char *dst, const char *end, unsigned long v) {
+    char digits[24];
+    int n = 0;
+    do {
+        digits[n++] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    while (n && dst < end)
+        *dst++ = digits[--n];
+    *dst = 0;
+    return dst;
+}
+
+static int make_dirs(const char *dir) {
+    char path[4096];
+    size_t n = strlen(dir);
+    if (n == 0 || n >= sizeof path)
+        return -1;
+    memcpy(path, dir, n + 1);
+    for (size_t i = 1; i <= n; i++)
+        if (path[i] == '/' || path[i] == 0) {
+            char c = path[i];
+            path[i] = 0;
+            if (mkdir(path, 0777) != 0 && errno != EEXIST)
+                return -1;
+            path[i] = c;
+        }
+    return 0;
+}
+
+const char *sg_out_dir(void) {
+    const char *d = getenv("SCALGRAPH_OUT");
+    return (d && *d) ? d : "scalgraph-profile";
+}
+
+static void fill_header(struct sg_file_header *h, uint32_t flags, uint32_t nv, uint32_t ndeps) {
+    memset(h, 0, sizeof *h);
+    memcpy(h->magic, "SGPROF\0\0", 8);
+    h->version = SG_FILE_VERSION;
+    h->header_size = sizeof *h;
+    h->rank = sg_run.rank;
+    h->nranks = sg_run.nranks;
+    h->nvertices = nv;
+    h->ncounters = sg_counter_count();
+    h->ndeps = ndeps;
+    h->ncomms = sg_comm_count();
+    h->nmembers = sg_member_count();
+    h->flags = flags | (sg_run.sampling_off ? SG_FLAG_SAMPLING_OFF : 0) |
+               (sg_deps_dropped ? SG_FLAG_DEPS_DROPPED : 0);
+    h->deps_dropped = sg_deps_dropped;
+    h->hz = sg_run.hz;
+    h->comm_sample = sg_run.comm_sample;
+    h->start_time = sg_run.start_time;
+    h->end_time = sg_run.end_time ? sg_run.end_time : sg_wall_seconds();
+    h->clock_offset_init = sg_run.clock_offset_init;
+    h->clock_offset_final = sg_run.clock_offset_final;
+    h->clock_rtt_init = sg_run.clock_rtt_init;
+    h->clock_rtt_final = sg_run.clock_rtt_final;
+    strncpy(h->psg_hash, sg_psg_hash(), sizeof h->psg_hash - 1);
+    memcpy(h->host, sg_run.host, sizeof h->host - 1);
+    memcpy(h->mpi_library, sg_run.mpi_library, sizeof h->mpi_library - 1);
+    for (uint32_t i = 0; i < h->ncounters; i++)
+        strncpy(h->counter_names[i], sg_counter_name(i), SG_NAME_LEN - 1);
+    h->file_size = sizeof *h + (uint64_t)nv * 8 * (4 + h->ncounters) +
+                   (uint64_t)ndeps * sizeof(struct sg_dep_record) +
+                   (uint64_t)h->ncomms * sizeof(struct sg_comm_record) + (uint64_t)h->nmembers * 4;
+}
+
+/* Write <dir>/rank-<r>.sgp through a temporary name, so the file is complete or absent.
+ * Returns 0 on success. A forked child (other pid) never writes. */
+int sg_write_profile(const char *dir, uint32_t flags) {
+    static char busy;
+    if (sg_run.pid && sg_run.pid != (int)getpid())
+        return -1;
+    if (__atomic_test_and_set(&busy, __ATOMIC_ACQUIRE))
+        return -1;   /* a signal arrived while writing: the first writer finishes */
+    if (dir == NULL)
+        dir = sg_out_dir();
+    char final_name[4200], tmp_name[4300];
+    char *e = append(final_name, final_name + 4096, dir);
+    e = append(e, final_name + sizeof final_name - 1, "/rank-");
+    e = append_uint(e, final_name + sizeof final_name - 1, (unsigned long)sg_run.rank);
+    append(e, final_name + sizeof final_name - 1, ".sgp");
+    e = append(tmp_name, tmp_name + sizeof tmp_name - 1, final_name);
+    e = append(e, tmp_name + sizeof tmp_name - 1, ".tmp.");
+    append_uint(e, tmp_name + sizeof tmp_name - 1, (unsigned long)getpid());
+
+    int rc = -1;
+    if (make_dirs(dir) != 0)
+        goto done;
+    struct out *o = &out_;
+    o->fd = open(tmp_name, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (o->fd < 0)
+        goto done;
+    o->failed = 0;
+    o->used = 0;
+    if (crc_table_[1] == 0)
+        crc_init();
+    o->crc = 0xFFFFFFFFu;
+
+    uint32_t nv = sg_nvertices();
+    uint32_t ndeps = sg_dep_snapshot(dep_buf_, DEP_MAX);
+    struct sg_file_header h;
+    fill_header(&h, flags, nv, ndeps);
+    out_put(o, &h, sizeof h);
+    out_put(o, sg_samples, (size_t)nv * 8);
+    out_put(o, sg_calls, (size_t)nv * 8);
+    out_put(o, sg_time_ns, (size_t)nv * 8);
+    out_put(o, sg_wait_ns, (size_t)nv * 8);
+    out_put(o, sg_counter_vals, (size_t)nv * 8 * h.ncounters);
+    out_put(o, dep_buf_, (size_t)ndeps * sizeof(struct sg_dep_record));
+    for (uint32_t c = 0; c < h.ncomms; c++) {
+        struct sg_comm_record r = sg_comm_records()[c];
+        r.reserved = 0;
+        out_put(o, &r, sizeof r);
+    }
+    out_put(o, sg_members(), (size_t)h.nmembers * 4);
+    out_flush(o);
+    uint64_t sum = (uint64_t)(o->crc ^ 0xFFFFFFFFu);
+    if (!o->failed &&
+        pwrite(o->fd, &sum, sizeof sum, offsetof(struct sg_file_header, checksum)) != sizeof sum)
+        o->failed = 1;
+    if (close(o->fd) != 0)
+        o->failed = 1;
+    if (o->failed || rename(tmp_name, final_name) != 0) {
+        unlink(tmp_name);
+        goto done;
+    }
+    sg_run.written = 1;
+    rc = 0;
+done:
+    __atomic_clear(&busy, __ATOMIC_RELEASE);
+    return rc;
+}
+
+static void write_at_exit(void) {
+    if (sg_run.initialized && !sg_run.written) {
+        sg_sampler_stop();
+        sg_write_profile(NULL, SG_FLAG_AT_EXIT);
+    }
+}
+
+static void on_sigterm(int sig) {
+    if (sg_run.initialized && !sg_run.written) {
+        sg_sampler_stop();
+        sg_write_profile(NULL, SG_FLAG_SIGTERM);
+    }
+    signal(sig, SIG_DFL);
+    raise(sig);
+}
+
+void sg_install_exit_handlers(void) {
+    atexit(write_at_exit);
+    struct sigaction old;
+    if (sigaction(SIGTERM, NULL, &old) == 0 && !(old.sa_flags & SA_SIGINFO) && old.sa_handler == SIG_DFL) {
+        struct sigaction sa;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_handler = on_sigterm;
+        sigemptyset(&sa.sa_mask);
+        sigaction(SIGTERM, &sa, NULL);   /* the program's own handler, if any, is left alone */
+    }
+}
+
+#ifndef SG_NO_AUTOSTART
+__attribute__((constructor)) static void sg_start(void) {
+    sg_run.pid = (int)getpid();
+    sg_run.start_time = sg_wall_seconds();
+    gethostname(sg_run.host, sizeof sg_run.host - 1);
+    const char *cs = getenv("SCALGRAPH_COMM_SAMPLE");
+    if (cs && *cs) {
+        double p = strtod(cs, NULL);
+        sg_run.comm_sample = (p >= 0 && p <= 1) ? p : 1.0;
+    }
+    sg_thread_self();   /* the main thread gets pool slot 0 */
+    sg_install_exit_handlers();
+    sg_sampler_start();
+}
+#endif

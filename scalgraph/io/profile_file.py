@@ -1,0 +1,168 @@
+"""Read the shim's per-rank profile files (rank-<r>.sgp, layout in instrument/scalgraph.h) into a
+RunProfile.  Files are checked (magic, version, size, CRC-32 checksum) before anything is trusted;
+a damaged file is a UserError naming it, never a traceback."""
+from __future__ import annotations
+
+import pathlib
+import re
+import zlib
+
+import numpy as np
+
+from scalgraph.errors import UserError
+from scalgraph.model.profile import DEP_DTYPE, RunProfile
+
+MAGIC = b"SGPROF\0\0"
+VERSION = 1
+FLAG_FINALIZED, FLAG_AT_EXIT, FLAG_SIGTERM, FLAG_ABORT, FLAG_SAMPLING_OFF, FLAG_DEPS_DROPPED = (
+    1, 2, 4, 8, 16, 32)
+WRITTEN_BY = ((FLAG_FINALIZED, "finalize"), (FLAG_AT_EXIT, "exit"), (FLAG_SIGTERM, "sigterm"),
+              (FLAG_ABORT, "abort"))
+
+# struct sg_file_header, field for field (tests/test_shim_layout.py checks it against the C compiler)
+HEADER_DTYPE = np.dtype([
+    ("magic", "S8"), ("version", "<u4"), ("header_size", "<u4"), ("checksum", "<u8"),
+    ("file_size", "<u8"), ("rank", "<i4"), ("nranks", "<i4"), ("nvertices", "<u4"),
+    ("ncounters", "<u4"), ("ndeps", "<u4"), ("ncomms", "<u4"), ("nmembers", "<u4"), ("flags", "<u4"),
+    ("deps_dropped", "<u8"), ("hz", "<f8"), ("comm_sample", "<f8"), ("start_time", "<f8"),
+    ("end_time", "<f8"), ("clock_offset_init", "<f8"), ("clock_offset_final", "<f8"),
+    ("clock_rtt_init", "<f8"), ("clock_rtt_final", "<f8"), ("psg_hash", "S32"), ("host", "S64"),
+    ("mpi_library", "S256"), ("counter_names", "S32", (4,)),
+])
+COMM_DTYPE = np.dtype([("id", "<i4"), ("size", "<i4"), ("offset", "<u4"), ("reserved", "<u4")])
+_CHECKSUM_AT = HEADER_DTYPE.fields["checksum"][1]
+_RANK_FILE = re.compile(r"rank-(\d+)\.sgp$")
+
+
+def read_rank_file(path) -> dict:
+    """One rank file -> dict of the header fields and numpy arrays; UserError if it is damaged."""
+    path = pathlib.Path(path)
+    try:
+        data = path.read_bytes()
+    except OSError as e:
+        raise UserError(f"cannot read profile {path}: {e.strerror}") from None
+    if len(data) < HEADER_DTYPE.itemsize or data[:8] != MAGIC:
+        raise UserError(f"{path} is not a scalgraph profile (too short or wrong magic); remove it and rerun "
+                        "the program")
+    h = np.frombuffer(data, HEADER_DTYPE, count=1)[0]
+    if int(h["version"]) != VERSION or int(h["header_size"]) != HEADER_DTYPE.itemsize:
+        raise UserError(f"{path} has profile format version {int(h['version'])}; this scalgraph reads "
+                        f"version {VERSION}: rerun the program with this scalgraph's shim")
+    if int(h["file_size"]) != len(data):
+        raise UserError(f"{path} is truncated ({len(data)} of {int(h['file_size'])} bytes); rerun the program")
+    zeroed = data[:_CHECKSUM_AT] + bytes(8) + data[_CHECKSUM_AT + 8:]
+    if zlib.crc32(zeroed) != int(h["checksum"]):
+        raise UserError(f"{path} is corrupt (checksum mismatch); rerun the program")
+    nv, nc = int(h["nvertices"]), int(h["ncounters"])
+    nd, ncm, nm = int(h["ndeps"]), int(h["ncomms"]), int(h["nmembers"])
+    expected = (HEADER_DTYPE.itemsize + nv * 8 * (4 + nc) + nd * DEP_DTYPE.itemsize
+                + ncm * COMM_DTYPE.itemsize + nm * 4)
+    if expected != len(data):
+        raise UserError(f"{path} is inconsistent (its counts do not add up to its size); rerun the program")
+    off = HEADER_DTYPE.itemsize
+
+    def take(dtype, count):
+        nonlocal off
+        arr = np.frombuffer(data, dtype, count=count, offset=off)
+        off += arr.nbytes
+        return arr
+
+    rec = {name: h[name] for name in HEADER_DTYPE.names if name not in ("counter_names",)}
+    rec = {k: (v.decode(errors="replace").rstrip("\0") if isinstance(v, bytes) else v.item())
+           for k, v in rec.items()}
+    rec["counter_names"] = [n.decode(errors="replace").rstrip("\0") for n in h["counter_names"][:nc]]
+    rec["samples"] = take("<u8", nv)
+    rec["calls"] = take("<u8", nv)
+    rec["time_ns"] = take("<u8", nv)
+    rec["wait_ns"] = take("<u8", nv)
+    rec["counters"] = take("<u8", nv * nc).reshape(nc, nv)
+    rec["deps"] = take(DEP_DTYPE, nd)
+    rec["comms"] = take(COMM_DTYPE, ncm)
+    rec["members"] = take("<i4", nm)
+    rec["path"] = str(path)
+    return rec
+
+
+def written_by(flags: int) -> str:
+    return next((name for bit, name in WRITTEN_BY if flags & bit), "unknown")
+
+
+def read_run(directory) -> RunProfile:
+    """All rank files of one run directory -> RunProfile ([ranks x vertices] arrays, deps, comms, meta).
+
+    Ranks whose file is missing (killed) keep zero rows and are listed in meta["missing_ranks"],
+    with meta["incomplete"] = True."""
+    directory = pathlib.Path(directory)
+    if not directory.is_dir():
+        raise UserError(f"profile directory {directory} does not exist; run the program with SCALGRAPH_OUT "
+                        "pointing there")
+    files = sorted((int(m.group(1)), p) for p in directory.iterdir() if (m := _RANK_FILE.search(p.name)))
+    if not files:
+        raise UserError(f"{directory} has no rank-<r>.sgp files: was the program linked with the scalgraph "
+                        "shim and run with SCALGRAPH_OUT={directory}?")
+    recs = [read_rank_file(p) for _, p in files]
+    first = recs[0]
+    nranks, nv, psg_hash = first["nranks"], first["nvertices"], first["psg_hash"]
+    for (r, p), rec in zip(files, recs):
+        if rec["rank"] != r or not 0 <= r < nranks:
+            raise UserError(f"{p} says it is rank {rec['rank']} of {rec['nranks']}; the file was renamed or "
+                            "belongs to another run")
+        for key, want in (("nranks", nranks), ("nvertices", nv), ("psg_hash", psg_hash)):
+            if rec[key] != want:
+                raise UserError(f"{p} has {key}={rec[key]!r} but {first['path']} has {want!r}: the directory "
+                                "mixes files of different runs or programs; rerun into an empty directory")
+
+    def stack(key, dtype):
+        out = np.zeros((nranks, nv), dtype=dtype)
+        for rec in recs:
+            out[rec["rank"]] = rec[key]
+        return out
+
+    samples, calls = stack("samples", "i8"), stack("calls", "i8")
+    mpi_time, wait = stack("time_ns", "f8") * 1e-9, stack("wait_ns", "f8") * 1e-9
+    hz = np.zeros(nranks)
+    for rec in recs:
+        hz[rec["rank"]] = rec["hz"]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        sampled = np.where(hz[:, None] > 0, samples / np.where(hz > 0, hz, 1)[:, None], 0.0)
+    time = np.where(calls > 0, mpi_time, sampled)
+
+    counters: dict[str, np.ndarray] = {}
+    for rec in recs:
+        for i, name in enumerate(rec["counter_names"]):
+            arr = counters.setdefault(name, np.full((nranks, nv), np.nan))
+            arr[rec["rank"]] = rec["counters"][i]
+
+    deps = np.concatenate([rec["deps"] for rec in recs]) if recs else np.zeros(0, DEP_DTYPE)
+    comm_members: dict[int, list[int]] = {}
+    for rec in recs:
+        for c in rec["comms"]:
+            members = rec["members"][c["offset"]:c["offset"] + c["size"]].tolist()
+            comm_members.setdefault(int(c["id"]), members)
+
+    present = sorted(rec["rank"] for rec in recs)
+    missing = sorted(set(range(nranks)) - set(present))
+    starts = [rec["start_time"] for rec in recs]
+    ends = [rec["end_time"] for rec in recs]
+    by_rank = lambda key: [next((rec[key] for rec in recs if rec["rank"] == r), None)  # noqa: E731
+                           for r in range(nranks)]
+    flags = by_rank("flags")
+    meta = {
+        "format_version": VERSION,
+        "hz": float(max(hz)) if len(hz) else 0.0,
+        "comm_sample": first["comm_sample"],
+        "mpi_library": first["mpi_library"],
+        "hosts": by_rank("host"),
+        "start": min(starts), "end": max(ends), "wall_time": max(ends) - min(starts),
+        "clock_offset_init": by_rank("clock_offset_init"),
+        "clock_offset_final": by_rank("clock_offset_final"),
+        "clock_rtt_init": by_rank("clock_rtt_init"),
+        "clock_rtt_final": by_rank("clock_rtt_final"),
+        "written_by": [None if f is None else written_by(f) for f in flags],
+        "sampling_off_ranks": [r for r, f in enumerate(flags) if f is not None and f & FLAG_SAMPLING_OFF],
+        "deps_dropped": int(sum(rec["deps_dropped"] for rec in recs)),
+        "missing_ranks": missing,
+        "incomplete": bool(missing) or any(f is not None and not f & FLAG_FINALIZED for f in flags),
+        "directory": str(directory),
+    }
+    return RunProfile(nranks, nv, psg_hash, time, samples, calls, wait, deps, comm_members, counters, meta)

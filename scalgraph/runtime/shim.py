@@ -1,0 +1,112 @@
+"""Build the runtime shim (instrument/*.c) for the MPI in use, once, and find it again.
+
+The shim must be compiled against the very mpi.h of the program's MPI (MPI_Comm is an int in MPICH
+and a pointer in Open MPI), so it is built at first use with that MPI's `mpicc -shared -fPIC` and
+cached under SCALGRAPH_CACHE (default ~/.cache/scalgraph), keyed by a hash of `mpicc -show` and the
+C sources.  `core_library()` builds the MPI-free core alone, for unit tests through cffi.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import pathlib
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+
+from scalgraph.errors import UserError
+
+INSTRUMENT_DIR = pathlib.Path(__file__).resolve().parent.parent.parent / "instrument"
+HEADER = INSTRUMENT_DIR / "scalgraph.h"
+CORE_SOURCES = ("sg_context.c", "sg_store.c", "sg_sampler.c", "sg_writer.c")
+MPI_SOURCES = ("sg_mpi_state.c", "sg_mpi_p2p.c", "sg_mpi_coll.c", "sg_mpi_env.c", "sg_mpi_rma.c",
+               "sg_mpi_fortran.c")
+CFLAGS = ("-shared", "-fPIC", "-O2", "-g", "-Wall", "-fvisibility=default")
+LIB_NAME = "libscalgraph.so"
+
+
+def cache_dir() -> pathlib.Path:
+    return pathlib.Path(os.environ.get("SCALGRAPH_CACHE") or pathlib.Path.home() / ".cache" / "scalgraph")
+
+
+def find_mpicc(mpicc: str | None = None) -> str:
+    """mpicc given, else SCALGRAPH_MPICC, else `mpicc` on PATH, else the one beside this Python."""
+    for cand in (mpicc, os.environ.get("SCALGRAPH_MPICC"), "mpicc",
+                 str(pathlib.Path(sys.executable).parent / "mpicc")):
+        if cand and shutil.which(cand):
+            return shutil.which(cand)
+    raise UserError("no MPI C compiler wrapper (mpicc) found: install an MPI (e.g. `pip install mpich`) "
+                    "or set SCALGRAPH_MPICC to its mpicc")
+
+
+def _sources_digest(names) -> hashlib._Hash:
+    h = hashlib.sha256()
+    for p in sorted(INSTRUMENT_DIR.glob("*.[ch]")):   # headers are shared by all sources
+        if p.suffix == ".h" or p.name in names:
+            h.update(p.name.encode() + b"\0" + p.read_bytes())
+    return h
+
+
+def _build(compiler: list[str], sources, defines, key: str, what: str) -> pathlib.Path:
+    out_dir = cache_dir() / f"{what}-{key}"
+    lib = out_dir / LIB_NAME
+    if lib.is_file():
+        return lib
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise UserError(f"cannot create the shim cache {out_dir} ({e.strerror}); set SCALGRAPH_CACHE "
+                        "to a writable directory") from None
+    # build to a private name and rename: parallel first uses never see a half-written library
+    fd, tmp = tempfile.mkstemp(prefix=".build-", suffix=".so", dir=out_dir)
+    os.close(fd)
+    cmd = [*compiler, *CFLAGS, *defines, "-I", str(INSTRUMENT_DIR),
+           *(str(INSTRUMENT_DIR / s) for s in sources), "-o", tmp]
+    try:
+        res = subprocess.run(cmd, capture_output=True, text=True)
+    except OSError as e:
+        os.unlink(tmp)
+        raise UserError(f"cannot run {compiler[0]} to build the scalgraph shim ({e.strerror})") from None
+    if res.returncode != 0:
+        os.unlink(tmp)
+        tail = " ".join(res.stderr.strip().splitlines()[-3:])[:400]
+        raise UserError(f"building the scalgraph shim with {compiler[0]} failed: {tail}; check that this "
+                        "mpicc works (`mpicc -show`) or point SCALGRAPH_MPICC at another one")
+    os.replace(tmp, lib)
+    return lib
+
+
+def shim_library(mpicc: str | None = None) -> pathlib.Path:
+    """The shim (MPI wrappers + core) built for the MPI behind `mpicc`; built once, then cached."""
+    cc = find_mpicc(mpicc)
+    try:
+        show = subprocess.run([cc, "-show"], capture_output=True, text=True, timeout=60).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        show = ""
+    h = _sources_digest(CORE_SOURCES + MPI_SOURCES)
+    h.update(cc.encode() + b"\0" + show.encode() + b"\0" + " ".join(CFLAGS).encode())
+    return _build([cc], CORE_SOURCES + MPI_SOURCES, (), h.hexdigest()[:16], "shim")
+
+
+def core_library(cc: str | None = None) -> pathlib.Path:
+    """The MPI-free core alone (no constructor: nothing starts by itself), for cffi tests."""
+    compiler = cc or os.environ.get("CC") or shutil.which("cc") or find_mpicc()
+    h = _sources_digest(CORE_SOURCES)
+    h.update(compiler.encode() + b"\0" + " ".join(CFLAGS).encode())
+    return _build([compiler], CORE_SOURCES, ("-DSG_NO_AUTOSTART",), h.hexdigest()[:16], "core")
+
+
+def header_cdef() -> str:
+    """The declarations between SG_CDEF_BEGIN and SG_CDEF_END of instrument/scalgraph.h, for cffi."""
+    text = HEADER.read_text()
+    m = re.search(r"/\* SG_CDEF_BEGIN \*/(.*)/\* SG_CDEF_END \*/", text, re.S)
+    if not m:
+        raise UserError(f"{HEADER} has no SG_CDEF_BEGIN/END region; the installation is damaged")
+    return m.group(1)
+
+
+def link_flags(lib: pathlib.Path) -> list[str]:
+    """Arguments that put the shim on a link line (before libmpi, which mpicc appends last)."""
+    return [str(lib), f"-Wl,-rpath,{lib.parent}"]
