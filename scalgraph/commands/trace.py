@@ -1,0 +1,44 @@
+"""`scalgraph trace TRACE`: wait states, delay costs and the critical path of an event trace."""
+from __future__ import annotations
+
+import sys
+
+
+def add_arguments(p) -> None:
+    inp = p.add_argument_group("input")
+    inp.add_argument("trace", metavar="TRACE",
+                     help="trace file: scalgraph binary, JSON, or an OTF2 anchor (traces.otf2) / its directory")
+    ana = p.add_argument_group("analysis")
+    ana.add_argument("--no-clock-correction", action="store_true",
+                     help="analyse the timestamps as recorded (default: correct clock-condition violations first)")
+    out = p.add_argument_group("output")
+    out.add_argument("--top", type=int, default=10, metavar="N",
+                     help="show the N most costly root causes, call paths and instances (default %(default)s)")
+    out.add_argument("--json", action="store_true", help="print the whole result as JSON")
+
+
+def analyse(trace, clock_correction: bool = True, top: int = 10, source: str = "") -> dict:
+    from scalgraph.trace import critical_path, delay, forward, report
+    clock = ""
+    if clock_correction:
+        from scalgraph.trace.clock import correct_clocks
+        trace, rep = correct_clocks(trace)
+        clock = rep.summary()
+    fwd = forward.forward_replay(forward.build_context(trace))
+    return report.build_report(fwd, delay.delay_analysis(fwd), critical_path.critical_path(fwd), top=top,
+                               clock=clock, source=source)
+
+
+def run(args) -> int:
+    from scalgraph.errors import UserError
+    from scalgraph.io.trace_read import read_trace
+    from scalgraph.trace import report
+    if args.top < 1:
+        raise UserError(f"--top must be at least 1 (got {args.top})")
+    trace = read_trace(args.trace)
+    result = analyse(trace, clock_correction=not args.no_clock_correction, top=args.top, source=str(args.trace))
+    if args.json:
+        report.write_json(result, sys.stdout)
+    else:
+        report.write_text(result, sys.stdout, top=args.top)
+    return 0

@@ -1,0 +1,181 @@
+"""The trace report: one JSON-ready dict built from the forward replay, the delay analysis and the
+critical path, and its terminal rendering.
+
+Sections (Scalasca users will recognise them): the pattern tree x call path x rank in seconds and %
+of total time; the top delay root causes with their short/long-term split; the wait-state
+classification (direct/indirect, propagating/terminal); the critical-path profile with its
+imbalance; the most severe instances of every pattern (like Scalasca's trace.stat).  Call paths
+carry the source line of their innermost region that has one (and its PSG vertex, when the trace
+came from a scalgraph run).
+"""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+
+from scalgraph.trace import patterns
+from scalgraph.trace.critical_path import CriticalPath
+from scalgraph.trace.delay import DelayResult
+from scalgraph.trace.forward import ForwardResult
+from scalgraph.trace.matching import callpath_names
+
+
+def _where(fwd: ForwardResult) -> list[dict]:
+    """Per call path: the innermost region with a source line (MPI regions have none) and its vertex."""
+    nest, regions = fwd.ctx.nest, fwd.ctx.trace.regions
+    out: list[dict] = []
+    for par, reg in zip(nest.cp_parent.tolist(), nest.cp_region.tolist()):
+        r = regions[reg] if 0 <= reg < len(regions) else None
+        if r is not None and r.line > 0 and not r.is_mpi:
+            out.append({"file": r.file, "line": r.line, "vertex": r.vertex, "region": r.name})
+        elif par >= 0:
+            out.append(out[par])
+        else:
+            out.append({"file": "", "line": 0, "vertex": -1, "region": r.name if r else ""})
+    return out
+
+
+def _loc(w: dict) -> str:
+    if not w["file"]:
+        return ""
+    v = f" [vertex {w['vertex']}]" if w["vertex"] >= 0 else ""
+    return f"{w['file']}:{w['line']}{v}"
+
+
+def _rank_summary(values: np.ndarray) -> dict:
+    return {"max": float(values.max()), "max_rank": int(values.argmax()), "mean": float(values.mean()),
+            "min": float(values.min())}
+
+
+def build_report(fwd: ForwardResult, dl: DelayResult, cp: CriticalPath, top: int = 10,
+                 clock: str = "", source: str = "") -> dict:
+    ctx = fwd.ctx
+    names = callpath_names(ctx.nest, ctx.trace.regions)
+    where = _where(fwd)
+    total = float(fwd.cube[patterns.PATTERN_INDEX["time"]].sum())
+    pct = (lambda x: 100.0 * x / total) if total > 0 else (lambda x: 0.0)
+
+    def cp_entry(c: int, per_rank: np.ndarray) -> dict:
+        return {"callpath": names[c], "where": _loc(where[c]), "vertex": where[c]["vertex"],
+                "seconds": float(per_rank.sum()), "percent": pct(float(per_rank.sum())),
+                "ranks": _rank_summary(per_rank), "per_rank": [float(x) for x in per_rank]}
+
+    tree = []
+    for i, pat in enumerate(patterns.PATTERNS):
+        incl = fwd.cube[i]
+        child = [patterns.PATTERN_INDEX[k] for k in patterns.children(pat.key)]
+        excl = incl - sum((fwd.cube[j] for j in child), np.zeros_like(incl))
+        per_cp = incl.sum(axis=1)
+        order = [int(c) for c in np.argsort(-per_cp) if per_cp[c] > 0]
+        tree.append({"key": pat.key, "name": pat.name, "parent": pat.parent, "unit": pat.unit,
+                     "description": pat.description, "seconds": float(incl.sum()),
+                     "percent": pct(float(incl.sum())), "exclusive_seconds": float(np.maximum(excl, 0).sum()),
+                     "callpaths": [cp_entry(c, incl[c]) for c in order]})
+
+    cost = dl.short_term + dl.long_term
+    per_cp = cost.sum(axis=1)
+    total_wait = float(dl.waits["wait"].sum())
+    causes = []
+    for c in [int(c) for c in np.argsort(-per_cp)[:top] if per_cp[c] > 0]:
+        e = cp_entry(c, cost[c])
+        e.update(short_term=float(dl.short_term[c].sum()), long_term=float(dl.long_term[c].sum()),
+                 percent_of_waiting=100.0 * float(per_cp[c]) / total_wait if total_wait > 0 else 0.0)
+        causes.append(e)
+    prop = dl.propagating
+    classification = {
+        "waiting_time": total_wait, "short_term": float(dl.short_term.sum()), "long_term": float(dl.long_term.sum()),
+        "unexplained": dl.unexplained, "direct": float(dl.direct.sum()), "indirect": float(dl.indirect.sum()),
+        "propagating": float(dl.waits["wait"][prop].sum()), "terminal": float(dl.waits["wait"][~prop].sum()),
+        "scaling": "s = 1/(sum(delta) + W), unclipped (seed 000, Algorithm 1)",
+        "interval_start": "end of the waiting time of the previous synchronisation with the same peer/communicator",
+    }
+
+    length = cp.length
+    per_cp_path = cp.per_callpath
+    path = []
+    for c in [int(c) for c in np.argsort(-per_cp_path)[:top] if per_cp_path[c] > 0]:
+        e = cp_entry(c, cp.profile[c])
+        e.update(percent_of_path=100.0 * float(per_cp_path[c]) / length if length > 0 else 0.0,
+                 imbalance=float(cp.imbalance[c]), mean_time=float(cp.time[c].mean()),
+                 imbalance_impact=float(cp.imbalance_impact[c].sum()),
+                 inter_partition=float(cp.inter_partition[c].sum()),
+                 intra_partition=float(cp.intra_partition[c].sum()))
+        path.append(e)
+
+    instances = []
+    t = ctx.time
+    for i, pat in enumerate(patterns.PATTERNS):
+        rows = fwd.waits[fwd.waits["pattern"] == i]
+        if len(rows) == 0:
+            continue
+        worst = rows[np.argsort(-rows["wait"], kind="stable")[:min(top, 5)]]
+        for w in worst:
+            c = int(ctx.nest.callpath[w["op"]])
+            instances.append({"pattern": pat.name, "seconds": float(w["wait"]), "rank": int(w["rank"]),
+                              "enter_time": float(t[w["op"]]), "callpath": names[c], "where": _loc(where[c]),
+                              "causer": int(w["causer"])})
+
+    return {"source": source, "ranks": ctx.nranks, "events": ctx.nevents, "callpaths": ctx.ncallpaths,
+            "run_length": float(t.max() - t.min()) if len(t) else 0.0, "total_time": total,
+            "clock": clock, "clock_violations_after_correction": fwd.clock_violations,
+            "patterns": tree, "delay": {"classification": classification, "root_causes": causes},
+            "critical_path": {"length": length, "segments": int(len(cp.seg_rank)), "callpaths": path},
+            "instances": instances}
+
+
+def write_json(report: dict, out) -> None:
+    json.dump(report, out, indent=1)
+    out.write("\n")
+
+
+def _s(x: float) -> str:
+    return f"{x:10.6f} s"
+
+
+def write_text(report: dict, out, top: int = 10) -> None:
+    w = out.write
+    w(f"scalgraph trace {report['source']}: {report['ranks']} ranks, {report['events']} events, "
+      f"run length {report['run_length']:.6g} s, total time {report['total_time']:.6g} s\n")
+    if report["clock"]:
+        for line in report["clock"].splitlines():
+            w(f"  clock: {line}\n")
+
+    w("\nWait states (pattern tree; inclusive seconds, % of total time; top call paths and ranks)\n")
+    depth = {None: -1}
+    for p in report["patterns"]:
+        depth[p["key"]] = depth[p["parent"]] + 1
+        ind = "  " * depth[p["key"]]
+        w(f"  {ind}{p['name']:<{34 - len(ind)}} {_s(p['seconds'])} {p['percent']:6.2f} %\n")
+        if p["key"] in ("time", "mpi", "p2p", "collective", "synchronization"):
+            continue
+        for c in p["callpaths"][:3]:
+            r = c["ranks"]
+            w(f"  {ind}    {c['seconds']:.6f} s  {c['callpath']}  {c['where']}  "
+              f"(max {r['max']:.6f} s on rank {r['max_rank']}, mean {r['mean']:.6f} s)\n")
+
+    d = report["delay"]
+    cl = d["classification"]
+    w(f"\nDelay costs (root causes of {cl['waiting_time']:.6f} s waiting; short-term = direct waits caused, "
+      f"long-term = waits propagated further)\n")
+    for c in d["root_causes"][:top]:
+        w(f"  {c['seconds']:10.6f} s ({c['percent_of_waiting']:5.1f} % of waiting)  short {c['short_term']:.6f}  "
+          f"long {c['long_term']:.6f}  {c['callpath']}  {c['where']}  (mostly rank {c['ranks']['max_rank']})\n")
+    if not d["root_causes"]:
+        w("  no wait state with a causer\n")
+    w(f"  waiting: direct {cl['direct']:.6f} s, indirect {cl['indirect']:.6f} s; propagating "
+      f"{cl['propagating']:.6f} s, terminal {cl['terminal']:.6f} s; unexplained {cl['unexplained']:.6f} s\n")
+
+    c = report["critical_path"]
+    w(f"\nCritical path ({c['length']:.6f} s over {c['segments']} segments; imbalance = path time - mean time "
+      f"per rank)\n")
+    for e in c["callpaths"][:top]:
+        w(f"  {e['seconds']:10.6f} s {e['percent_of_path']:5.1f} %  imbalance {e['imbalance']:.6f} s  "
+          f"{e['callpath']}  {e['where']}\n")
+
+    if report["instances"]:
+        w("\nMost severe instances\n")
+        for i in report["instances"]:
+            cause = f", caused by rank {i['causer']}" if i["causer"] >= 0 else ""
+            w(f"  {i['pattern']:<26} {i['seconds']:.6f} s  rank {i['rank']} at t={i['enter_time']:.6f}  "
+              f"{i['callpath']}  {i['where']}{cause}\n")

@@ -1,0 +1,89 @@
+"""`scalgraph trace`: the report on a real trace file (JSON and binary formats), and bad input."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from scalgraph import cli
+from scalgraph.io.trace_read import write_trace
+from test_trace_delay import figure3
+from tracebuild import Builder
+
+
+@pytest.fixture
+def fig3_file(tmp_path):
+    path = tmp_path / "fig3.json"
+    write_trace(figure3().build(), path, "json")
+    return path
+
+
+def test_json_report_has_figure3_costs(fig3_file, capsys):
+    assert cli.main(["trace", str(fig3_file), "--json"]) == 0
+    rep = json.loads(capsys.readouterr().out)
+    causes = {c["callpath"]: (round(c["short_term"], 9), round(c["long_term"], 9)) for c in rep["delay"]["root_causes"]}
+    assert causes == {"main/g": (2.25, 1.125), "main/f": (0.75, 0.375), "main/MPI_Recv": (0.5, 0.0)}
+    tree = {p["key"]: p for p in rep["patterns"]}
+    assert tree["late_sender"]["seconds"] == pytest.approx(5.0)
+    assert tree["late_sender"]["percent"] == pytest.approx(100 * 5.0 / 21.0)
+    ls = tree["late_sender"]["callpaths"][0]
+    assert ls["callpath"] == "main/MPI_Recv" and ls["per_rank"] == [0.0, 3.0, 2.0]
+    assert ls["where"].startswith("app.c:")
+    assert rep["critical_path"]["length"] == pytest.approx(7.0)
+    assert [i["seconds"] for i in rep["instances"]] == [3.0, 2.0]
+    cl = rep["delay"]["classification"]
+    assert (cl["direct"], cl["indirect"], cl["propagating"], cl["terminal"]) == pytest.approx((3.5, 1.5, 3.0, 2.0))
+
+
+def test_text_report_and_binary_format(tmp_path, capsys):
+    path = tmp_path / "fig3.sgt"
+    write_trace(figure3().build(), path, "binary")
+    assert cli.main(["trace", str(path), "--top", "2", "--no-clock-correction"]) == 0
+    out = capsys.readouterr().out
+    assert "Late Sender" in out and "Delay costs" in out and "Critical path" in out
+    assert "main/g" in out and "short 2.250000  long 1.125000" in out
+
+
+def test_clock_violation_is_corrected_before_replay(tmp_path, capsys):
+    # the receive ends before the send starts (skewed clocks): corrected, then analysed
+    b = Builder(2)
+    b.enter(0, 0, "main").work(0, 0, 2, "f").send(0, 2, 2.1, dst=1).exit(0, 3, "main")
+    b.enter(1, 0, "main").recv(1, 0.5, 1.0, src=0).exit(1, 3, "main")
+    path = tmp_path / "skew.json"
+    write_trace(b.build(), path, "json")
+    assert cli.main(["trace", str(path), "--json"]) == 0
+    rep = json.loads(capsys.readouterr().out)
+    assert "violation" in rep["clock"] and rep["clock_violations_after_correction"] == 0
+    assert cli.main(["trace", str(path), "--json", "--no-clock-correction"]) == 0
+    assert json.loads(capsys.readouterr().out)["clock_violations_after_correction"] == 1
+
+
+@pytest.mark.parametrize("content, message", [
+    (None, "no such file"),
+    ("not a trace at all", "not a trace"),
+    ('{"format": "scalgraph-trace", "version": 1, "ranks": [', ""),
+])
+def test_bad_input_is_one_line(tmp_path, capsys, content, message):
+    path = tmp_path / "bad.json"
+    if content is not None:
+        path.write_text(content)
+    code = cli.main(["trace", str(path)])
+    err = capsys.readouterr().err.strip()
+    assert code != 0 and len(err.splitlines()) == 1 and err.startswith("scalgraph trace:")
+    assert message in err and "Traceback" not in err
+
+
+def test_unmatched_message_is_one_line(tmp_path, capsys):
+    b = Builder(2)
+    b.send(0, 0, 1, dst=1, tag=3).recv(1, 0, 1, src=0, tag=4)
+    from scalgraph.io import trace_json
+    path = tmp_path / "unmatched.json"
+    trace_json.write_json(b.build(), path)          # the writer itself validates nothing
+    code = cli.main(["trace", str(path)])
+    err = capsys.readouterr().err.strip()
+    assert code != 0 and len(err.splitlines()) == 1
+
+
+def test_top_must_be_positive(fig3_file, capsys):
+    assert cli.main(["trace", str(fig3_file), "--top", "0"]) != 0
+    assert "--top" in capsys.readouterr().err
