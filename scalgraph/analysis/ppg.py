@@ -105,6 +105,21 @@ def _pair_key(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return (a.astype(np.int64) << 32) + (b.astype(np.int64) & 0xFFFFFFFF)
 
 
+def _row_keys(rows: np.ndarray) -> np.ndarray:
+    """One int64 per row of a small-integer matrix [n x k], equal rows <-> equal keys: each column
+    is renumbered densely and the columns combined in mixed radix (falls back to a row-wise
+    unique when the product of the column sizes would not fit in 62 bits)."""
+    key = np.zeros(len(rows), dtype=np.int64)
+    radix = 1
+    for col in rows.T:
+        uniq, dense = np.unique(col, return_inverse=True)
+        radix *= max(len(uniq), 1)
+        if radix >= 2 ** 62:
+            return np.unique(rows, axis=0, return_inverse=True)[1].reshape(-1).astype(np.int64)
+        key = key * len(uniq) + dense.reshape(-1)
+    return key
+
+
 def _match(from_keys: np.ndarray, from_vertex: np.ndarray, from_count: np.ndarray,
            to_keys: np.ndarray) -> np.ndarray:
     """For each row of to_keys ([m x k]), the vertex of the from-row with the same key (the one
@@ -113,13 +128,13 @@ def _match(from_keys: np.ndarray, from_vertex: np.ndarray, from_count: np.ndarra
         return np.zeros(0, dtype=np.int64)
     if len(from_keys) == 0:
         return np.full(len(to_keys), -1, dtype=np.int64)
-    _, inv = np.unique(np.vstack([from_keys, to_keys]), axis=0, return_inverse=True)
-    inv = inv.reshape(-1)
-    nf = len(from_keys)
-    best = np.full(inv.max() + 1, -1, dtype=np.int64)
-    order = np.argsort(from_count, kind="stable")     # later writes win: the largest count last
-    best[inv[:nf][order]] = from_vertex[order]
-    return best[inv[nf:]]
+    keys = _row_keys(np.vstack([from_keys, to_keys]))
+    fk, tk = keys[:len(from_keys)], keys[len(from_keys):]
+    order = np.lexsort((from_count, fk))               # by key, then count: the last of a key wins
+    fk, fv = fk[order], np.asarray(from_vertex, dtype=np.int64)[order]
+    pos = np.searchsorted(fk, tk, side="right") - 1
+    hit = (pos >= 0) & (fk[np.maximum(pos, 0)] == tk)
+    return np.where(hit, fv[np.maximum(pos, 0)], -1)
 
 
 def _p2p_edges(deps: np.ndarray, waiting_kind: int, partner_kind: int, only_waiting: bool):

@@ -202,3 +202,69 @@ def balanced(scales=(2, 4, 8, 16), work: float = 8.0, noise: float = 0.01, seed:
             rows.append((r, allr, DEP_COLL, -1, -1, WORLD, 100, 800, w[r, allr]))
         runs[p] = _profile(psg, p, t, w, rows)
     return psg, runs, None
+
+
+_BLOCK = (("COMP", "comp"), ("MPI", "MPI_Send"), ("MPI", "MPI_Recv"), ("COMP", "comp"),
+          ("BRANCH", "branch"), ("COMP", "comp"), ("MPI", "MPI_Allreduce"), ("COMP", "comp"))
+
+
+def large_psg(nvertices: int) -> PSG:
+    """main -> time-step loop -> inner loops of 9 vertices each (comp, p2p ring, branch, allreduce)."""
+    blocks = max(1, (nvertices - 2) // 9)
+    line = iter(range(10, 10 ** 9))
+    body = [("LOOP", "loop", next(line), [(k, n, next(line)) for k, n in _BLOCK[:4]]
+             + [("BRANCH", "branch", next(line), [("COMP", "comp", next(line))])]
+             + [(k, n, next(line)) for k, n in _BLOCK[6:]]) for _ in range(blocks)]
+    return psg_from_tree(("FUNCTION", "main", 1, [("LOOP", "loop", 5, body)]), "large.c")
+
+
+def large_run(psg: PSG, p: int, slow_vertex: int, work: float = 100.0, extra: float = 0.5,
+              seed: int = 0) -> RunProfile:
+    """One scale of a large program: `work` CPU-seconds spread over the COMP vertices, each scaling
+    as 1/p with 2% noise; rank p//3 does `extra` more seconds in `slow_vertex` (a COMP), which its
+    right neighbour waits for in the next MPI_Recv and everybody else in the next MPI_Allreduce."""
+    rng = np.random.default_rng(seed + p)
+    kinds = np.array(psg.kind)
+    names = np.array(psg.name)
+    nv = len(psg)
+    comp = kinds == KINDS.index("COMP")
+    base = np.where(comp, np.random.default_rng(seed).uniform(0.5, 2.0, nv), 0.0)
+    base *= work / base.sum()
+    t = base[None, :] / p * (1 + 0.02 * rng.standard_normal((p, nv)))
+    w = np.zeros((p, nv))
+    send = np.flatnonzero(names == "MPI_Send")
+    recv = np.flatnonzero(names == "MPI_Recv")
+    allr = np.flatnonzero(names == "MPI_Allreduce")
+    t[:, send] = t[:, recv] = 1e-5
+    slow = p // 3
+    t[slow, slow_vertex] += extra
+    right = (slow + 1) % p
+    next_recv = recv[recv > slow_vertex][0]
+    next_allr = allr[allr > slow_vertex][0]
+    w[right, next_recv] = extra
+    w[:, next_allr] = extra
+    w[[slow, right], next_allr] = 0.0
+    t[:, recv] += w[:, recv]
+    t[:, allr] = 1e-4 + w[:, allr]
+    ranks = np.arange(p)
+    rows = np.zeros(p * (len(send) + len(recv) + len(allr)), dtype=DEP_DTYPE)
+    pos = 0
+    for verts, kind, peer in ((send, DEP_SEND, (ranks + 1) % p), (recv, DEP_RECV, (ranks - 1) % p),
+                              (allr, DEP_COLL, np.full(p, -1))):
+        n = p * len(verts)
+        blk = rows[pos:pos + n]
+        blk["rank"] = np.repeat(ranks, len(verts))
+        blk["vertex"] = np.tile(verts, p)
+        blk["kind"] = kind
+        blk["peer"] = np.repeat(peer, len(verts))
+        blk["tag"] = -1 if kind == DEP_COLL else 7
+        blk["comm"] = WORLD
+        blk["count"] = 100
+        blk["wait"] = w[blk["rank"], blk["vertex"]]
+        pos += n
+    prof = empty_profile(p, nv, psg.hash())
+    prof.time, prof.wait, prof.deps = t, w, rows
+    prof.samples = np.rint(t * 200).astype(np.int64)
+    prof.calls[:, kinds == KINDS.index("MPI")] = 100
+    prof.comm_members = {WORLD: list(range(p))}
+    return prof
