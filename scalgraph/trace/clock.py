@@ -286,7 +286,6 @@ def correct_clocks(trace: tm.Trace, params: ClockParams = ClockParams(), force: 
     t = flat.ev["time"].astype(float)
     c, jumps = _forward(t, flat, lm, params)
     _backward(c, flat, lm, jumps, params)
-    c = np.maximum(c, t)          # guard against rounding: the CLC never moves an event backwards
     for r in range(flat.nranks):
         out.events[r]["time"] = c[flat.offsets[r]:flat.offsets[r + 1]]
     report.corrected = True
