@@ -1,37 +1,54 @@
 """`scalgraph detect` end to end on experiment directories written to disk by a helper.
 
-The rank files of a real experiment are the shim's `.sgp` files (scalgraph.io.profile_file); here
-each run directory holds the synthetic RunProfile as JSON and the experiment reader's per-run
-reader is pointed at it, so this tests everything from experiment.json to the printed report."""
+Each run directory holds real per-rank profile files (rank-<r>.sgp) in the shim's binary layout
+(scalgraph.io.profile_file: header, per-vertex arrays, dependence rows, communicators, CRC-32),
+written here from synthetic RunProfiles and read back by the real reader, so this tests everything
+from experiment.json and the rank files to the printed report."""
 from __future__ import annotations
 
 import json
 import pathlib
+import zlib
 
 import numpy as np
-import pytest
 
 from scalgraph import cli
 from scalgraph.analysis import synthetic as syn
 from scalgraph.io import experiment as expio
+from scalgraph.io import profile_file as pf
 from scalgraph.model.profile import DEP_DTYPE, RunProfile
 
-ARRAYS = ("time", "samples", "calls", "wait")
+HZ = 1e6    # sampled (non-MPI) times are samples / hz: microsecond resolution keeps the synthetic times
 
 
 def _save_run(run_dir: pathlib.Path, prof: RunProfile) -> None:
     run_dir.mkdir(parents=True, exist_ok=True)
-    data = {"nranks": prof.nranks, "nvertices": prof.nvertices, "psg_hash": prof.psg_hash,
-            **{k: getattr(prof, k).tolist() for k in ARRAYS}, "deps": prof.deps.tolist(),
-            "comm_members": {str(k): v for k, v in prof.comm_members.items()}, "meta": prof.meta}
-    (run_dir / "profile.json").write_text(json.dumps(data))
-
-
-def _load_run(run_dir: pathlib.Path) -> RunProfile:
-    d = json.loads((run_dir / "profile.json").read_text())
-    deps = np.array([tuple(r) for r in d["deps"]], dtype=DEP_DTYPE)
-    return RunProfile(d["nranks"], d["nvertices"], d["psg_hash"], *(np.array(d[k]) for k in ARRAYS), deps,
-                      {int(k): v for k, v in d["comm_members"].items()}, {}, d["meta"])
+    comms = sorted(prof.comm_members.items())
+    members = np.array([m for _, ms in comms for m in ms], dtype="<i4")
+    comm_rows = np.zeros(len(comms), dtype=pf.COMM_DTYPE)
+    off = 0
+    for i, (cid, ms) in enumerate(comms):
+        comm_rows[i] = (cid, len(ms), off, 0)
+        off += len(ms)
+    mpi = prof.calls > 0
+    for r in range(prof.nranks):
+        deps = prof.deps[prof.deps["rank"] == r]
+        samples = np.where(mpi[r], 0, np.rint(prof.time[r] * HZ)).astype("<u8")
+        body = b"".join([samples.tobytes(), prof.calls[r].astype("<u8").tobytes(),
+                         np.where(mpi[r], np.rint(prof.time[r] * 1e9), 0).astype("<u8").tobytes(),
+                         np.rint(prof.wait[r] * 1e9).astype("<u8").tobytes(),
+                         deps.astype(DEP_DTYPE).tobytes(), comm_rows.tobytes(), members.tobytes()])
+        h = np.zeros(1, dtype=pf.HEADER_DTYPE)
+        h["magic"], h["version"], h["header_size"] = pf.MAGIC, pf.VERSION, pf.HEADER_DTYPE.itemsize
+        h["file_size"] = pf.HEADER_DTYPE.itemsize + len(body)
+        h["rank"], h["nranks"], h["nvertices"] = r, prof.nranks, prof.nvertices
+        h["ndeps"], h["ncomms"], h["nmembers"] = len(deps), len(comm_rows), len(members)
+        h["flags"], h["hz"], h["comm_sample"] = pf.FLAG_FINALIZED, HZ, 1.0
+        h["end_time"] = prof.wall_time
+        h["psg_hash"], h["host"], h["mpi_library"] = prof.psg_hash.encode(), b"test", b"synthetic"
+        data = h.tobytes() + body
+        h["checksum"] = zlib.crc32(data)
+        (run_dir / f"rank-{r}.sgp").write_bytes(h.tobytes() + body)
 
 
 def write_synthetic_experiment(path: pathlib.Path, psg, runs: dict, reps: int = 1, disturb=None) -> pathlib.Path:
@@ -46,11 +63,6 @@ def write_synthetic_experiment(path: pathlib.Path, psg, runs: dict, reps: int = 
             _save_run(path / entry["dir"], copy)
             entries.append(entry)
     return expio.write_experiment(path, psg, ["./app"], entries, repeat=reps, mpi_library="synthetic")
-
-
-@pytest.fixture(autouse=True)
-def json_rank_files(monkeypatch):
-    monkeypatch.setattr(expio, "_default_read_run", _load_run)
 
 
 def _source(tmp_path: pathlib.Path, name: str, lines: int = 45) -> None:
@@ -161,19 +173,16 @@ def test_psg_json_changed_after_the_runs_is_refused(tmp_path, capsys):
 def test_crashed_rank_is_reported(tmp_path, capsys):
     psg, runs, _ = syn.cg_like(scales=(2, 4))
     exp = write_synthetic_experiment(tmp_path / "exp", psg, runs)
-    d = json.loads((exp / "scale-4/rep-0/profile.json").read_text())
-    d["nranks"] = 3
-    for k in ARRAYS:
-        d[k] = d[k][:3]
-    (exp / "scale-4/rep-0/profile.json").write_text(json.dumps(d))
-    _assert_one_clear_line(*_detect(capsys, exp), "3 ranks recorded for a run at 4 processes")
+    (exp / "scale-4/rep-0/rank-3.sgp").unlink()
+    _assert_one_clear_line(*_detect(capsys, exp), "scale-4/rep-0", "rank 3")
 
 
-def test_unreadable_run_and_no_successful_runs(tmp_path, capsys):
+def test_truncated_rank_file_and_no_successful_runs(tmp_path, capsys):
     psg, runs, _ = syn.cg_like(scales=(2, 4))
     exp = write_synthetic_experiment(tmp_path / "exp", psg, runs)
-    (exp / "scale-2/rep-0/profile.json").write_text("{")
-    _assert_one_clear_line(*_detect(capsys, exp), "scale-2/rep-0", "cannot read the profile")
+    f = exp / "scale-2/rep-0/rank-1.sgp"
+    f.write_bytes(f.read_bytes()[:-10])
+    _assert_one_clear_line(*_detect(capsys, exp), "scale-2/rep-0/rank-1.sgp", "truncated")
     meta = json.loads((exp / "experiment.json").read_text())
     for r in meta["runs"]:
         r["status"] = "failed"

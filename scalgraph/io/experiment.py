@@ -71,6 +71,11 @@ class Experiment:
                             f"is {expected}: it comes from another build of the program; {RERUN} with the current executable")
         if prof.nvertices != len(self.psg):
             raise UserError(f"{where}: profile has {prof.nvertices} vertices, the PSG has {len(self.psg)}; {RERUN}")
+        missing = prof.meta.get("missing_ranks") or []
+        if missing:
+            shown = ", ".join(map(str, missing[:8])) + (" ..." if len(missing) > 8 else "")
+            raise UserError(f"{where}: no profile file from rank{'s' if len(missing) > 1 else ''} {shown} "
+                            f"(crashed or killed); {RERUN}")
         if prof.nranks != scale:
             raise UserError(f"{where}: {prof.nranks} ranks recorded for a run at {scale} processes "
                             f"(a rank crashed or its file is missing); {RERUN}")
