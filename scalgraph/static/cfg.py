@@ -30,6 +30,7 @@ class ControlFlow:
     reachable: set[int]
     regions: list[Region] = field(default_factory=list)
     block_region: list[int] = field(default_factory=list)   # innermost region of each block, -1 = top
+    exceptional: set[int] = field(default_factory=set)      # reached only by unwinding (landing pads...)
     branch_of_block: dict[int, int] = field(default_factory=dict)   # head block -> its BRANCH region
 
 
@@ -44,12 +45,30 @@ def analyse(fn: Function) -> ControlFlow:
     reachable = set(idom) | ({0} if fn.blocks else set())   # newer networkx leaves the start out
     loops = _natural_loops(g, idom, reachable)
     innermost_loop = _innermost(loops, len(fn.blocks))
-    branches = _branches(succs, reachable, loops, innermost_loop)
+    conditional = [bool(b.instrs) and b.instrs[-1].opcode in ("br", "switch") for b in fn.blocks]
+    branches = _branches(succs, reachable, loops, innermost_loop, conditional)
     regions = [Region(LOOP, h, frozenset(body)) for h, body in loops] + branches
     cf = ControlFlow(succs, reachable, regions)
+    cf.exceptional = reachable - _normal_reach(fn, succs)
     _nest(cf, len(fn.blocks))
     cf.branch_of_block = {r.head: i for i, r in enumerate(regions) if r.kind == BRANCH}
     return cf
+
+
+def _normal_reach(fn: Function, succs: list[list[int]]) -> set[int]:
+    """Blocks reachable from the entry without taking an invoke's unwind edge."""
+    seen: set[int] = set()
+    stack = [0] if fn.blocks else []
+    while stack:
+        b = stack.pop()
+        if b in seen:
+            continue
+        seen.add(b)
+        ss = succs[b]
+        if fn.blocks[b].instrs and fn.blocks[b].instrs[-1].opcode == "invoke":
+            ss = ss[:1]
+        stack.extend(ss)
+    return seen
 
 
 def _dominates(idom: dict[int, int], a: int, b: int) -> bool:
@@ -88,10 +107,10 @@ def _innermost(loops: list[tuple[int, set[int]]], nblocks: int) -> list[int]:
     return out
 
 
-def _branches(succs, reachable, loops, innermost_loop) -> list[Region]:
+def _branches(succs, reachable, loops, innermost_loop, conditional) -> list[Region]:
     out: list[Region] = []
     for b, ss in enumerate(succs):
-        if b not in reachable or len(ss) < 2:
+        if b not in reachable or len(ss) < 2 or not conditional[b]:   # invoke's unwind edge is no branch
             continue
         li = innermost_loop[b]
         if li >= 0:

@@ -16,7 +16,7 @@ from scalgraph.errors import UserError
 from scalgraph.model.psg import BRANCH, CALL, COMP, FUNCTION, INDIRECT, KINDS, LOOP, MPI, PSG
 
 PART_FORMAT = "scalgraph-psg-part"
-ROOT_NAMES = ("main", "_QQmain", "MAIN__")
+ROOT_NAMES = ("_QQmain", "main", "MAIN__")   # a Fortran program first: its main is glue
 MAX_VERTICES = 2_000_000          # beyond this, further calls are not expanded (meta["truncated"])
 _KIND = {k: i for i, k in enumerate(KINDS)}
 
@@ -188,6 +188,8 @@ class _Builder:
                 g.inst_vid[inst][local] = self._open_comp(state, v, parent_vid, key, ctx, inst, local)
                 self._level(key, inst, children, children[local], parent_vid, ctx, path, state)
             else:
+                if v.get("brk"):                           # another arm, not a continuation
+                    state["open"] = -1
                 comp = self._open_comp(state, v, parent_vid, key, ctx, inst, local)
                 stack = [local]
                 while stack:

@@ -46,8 +46,11 @@ def function_key(name: str, internal: bool, modhash: str) -> str:
 def user_functions(module: Module, dbg: DebugInfo) -> list[Function]:
     """Defined functions that are the user's code (not library inlines, not compiler glue)."""
     out = []
+    fortran_program = any(f.name == "_QQmain" for f in module.functions)
     for f in module.functions:
         if f.linkage == "available_externally" or is_library(f.name) or not f.blocks:
+            continue
+        if fortran_program and f.name == "main":     # flang's glue that calls the program _QQmain
             continue
         if f.dbg >= 0 and is_system_file(dbg.subprogram(f.dbg)[1]):
             continue

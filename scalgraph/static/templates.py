@@ -26,6 +26,7 @@ class Node:
     children: list[int] = field(default_factory=list)
     callee: str | None = None       # CALL: callee key
     depth: int = 0                  # LOOP: its nesting depth; others: depth of the enclosing loops
+    seq_break: bool = False         # COMP: not a continuation of the computation before it (other arm)
     instrs: list[tuple[int, int]] = field(default_factory=list)   # owned (block, index)
 
 
@@ -69,9 +70,9 @@ def local_tree(fn: Function, cf: cfg.ControlFlow, display_name: str, resolve) ->
     owner: dict[tuple[int, int], int] = {}
     blocks_of: dict[int, list[int]] = {}
     for b in range(len(fn.blocks)):
-        if b in cf.reachable:
+        if b in cf.reachable and b not in cf.exceptional:
             blocks_of.setdefault(cf.block_region[b], []).append(b)
-        else:
+        else:                            # dead code, exception cleanup: no vertex of their own
             for idx in range(len(fn.blocks[b].instrs)):
                 owner[(b, idx)] = 0
     children_of: dict[int, list[int]] = {}
@@ -94,27 +95,33 @@ def local_tree(fn: Function, cf: cfg.ControlFlow, display_name: str, resolve) ->
             r = cf.regions[ri]
             items.append(((r.head, -1 if r.kind == cfg.LOOP else 1, 0), ("reg", ri)))
         items.sort(key=lambda it: it[0])
-        entries: list = []           # node ids, or [instrs, work, calls] runs of computation
+        entries: list = []           # node ids, or [instrs, work, calls, last block, break] runs
         run: list | None = None
+        brk = False
         for _, item in items:
             if item[0] == "ins":
                 _, b, idx = item
                 ins = fn.blocks[b].instrs[idx]
                 c = classify_call(ins, resolve)
                 if c is None:
+                    if run is not None and b != run[3] and b not in cf.succs[run[3]]:
+                        run = None                       # not straight-line: e.g. the other arm
+                        brk = True
                     if run is None:
-                        run = [[], 0, 0]
+                        run = [[], 0, 0, b, brk]
                         entries.append(run)
+                        brk = False
+                    run[3] = b
                     run[0].append((b, idx))
                     run[1] += _counts_as_work(ins)
                     run[2] += ins.is_call and not (ins.callee or "").startswith("llvm.")
                     continue
-                run = None
+                run, brk = None, False
                 nid = new(c[0], c[1], me, callee=c[2], instrs=[(b, idx)])
                 owner[(b, idx)] = nid
                 entries.append(nid)
             else:
-                run = None
+                run, brk = None, False
                 r = cf.regions[item[1]]
                 if r.kind == cfg.LOOP:
                     nid = new(LOOP, "loop", me, depth=r.depth)
@@ -130,11 +137,11 @@ def local_tree(fn: Function, cf: cfg.ControlFlow, display_name: str, resolve) ->
             if isinstance(e, int):
                 kids.append(e)
                 continue
-            instrs, work, calls = e
+            instrs, work, calls, _, seq_break = e
             if work == 0 or (has_structure and work <= TRIVIAL_COMP and calls == 0):
                 target = me                  # too small to be a vertex: covered by the enclosing one
             else:
-                target = new(COMP, "comp", me, instrs=instrs)
+                target = new(COMP, "comp", me, instrs=instrs, seq_break=seq_break)
                 kids.append(target)
             for ref in instrs:
                 owner[ref] = target
@@ -227,7 +234,12 @@ def contract(tree: LocalTree, *, max_loop_depth: int, callee_mpi, callee_loops) 
                 node_local[c] = open_comp(state, parent, n.depth)
                 fold_children(n.children, parent, state)
             else:
-                local = open_comp(state, parent, n.depth)
+                if n.kind == COMP and n.seq_break and state["open"] is not None:
+                    state["open"] = None
+                    local = open_comp(state, parent, n.depth)
+                    verts[local]["brk"] = True   # the link step must not merge it with the COMP before
+                else:
+                    local = open_comp(state, parent, n.depth)
                 stack = [c]
                 while stack:
                     x = stack.pop()
