@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Installs everything scalgraph needs into ./.venv (idempotent; fast when already done).
 # PyPI gives MPI (mpich), mpi4py and a clang (ziglang) with no root.  Fortran needs Debian's
-# flang-19, installed here when we are root with apt-get; otherwise Fortran support is skipped
-# with a message (set SCALGRAPH_FC to a flang of your own instead).
+# flang-19 and MPICH (mpich libmpich-dev), installed here when we are root with apt-get; otherwise
+# Fortran support is skipped with a message (set SCALGRAPH_FC / MPIFC to your own instead).
 set -euo pipefail
 top=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$top"
@@ -16,12 +16,20 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
   .venv/bin/python -m pip install -q -e ".[bundled,otf2,test]"
   touch "$stamp"
 fi
-if ! command -v flang-new-19 >/dev/null 2>&1 && [ -z "${SCALGRAPH_FC:-}" ]; then
+# Fortran: flang-19 emits the LLVM IR, and Debian's MPICH has the Fortran bindings (mpif.h,
+# libmpichfort) that PyPI's mpich lacks; it shares libmpi's ABI with PyPI's MPICH.
+need=()
+if ! command -v flang-new-19 >/dev/null 2>&1 && [ -z "${SCALGRAPH_FC:-}" ]; then need+=(flang-19); fi
+if ! command -v mpif90.mpich >/dev/null 2>&1 && [ -z "${SCALGRAPH_MPIFC:-}${MPIFC:-}" ]; then
+  need+=(mpich libmpich-dev)
+fi
+if [ ${#need[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-    echo "scalgraph setup: installing flang-19 (Debian) for Fortran support ..."
+    echo "scalgraph setup: installing ${need[*]} (Debian) for Fortran support ..."
     DEBIAN_FRONTEND=noninteractive apt-get update -q >/dev/null
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -q flang-19 >/dev/null
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${need[@]}" >/dev/null
   else
-    echo "scalgraph setup: flang-new-19 not found and not root: Fortran (sgfort) will be unavailable" >&2
+    echo "scalgraph setup: ${need[*]} missing and not root: Fortran (sgfort) will be unavailable" \
+         "(or set SCALGRAPH_FC to a flang and MPIFC to an MPI Fortran wrapper)" >&2
   fi
 fi
