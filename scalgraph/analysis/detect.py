@@ -20,7 +20,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from scalgraph.analysis.abnormal import DEFAULT_ABNORM_THD, Abnormal, find_abnormal, own_time
+from scalgraph.analysis.abnormal import DEFAULT_ABNORM_THD, Abnormal, abnormal_mask, find_abnormal, own_time
 from scalgraph.analysis.backtrack import Path, backtrack_all
 from scalgraph.analysis.merge import cluster_means, cluster_ranks, merge_ranks
 from scalgraph.analysis.ppg import build_ppg
@@ -29,6 +29,7 @@ from scalgraph.model.profile import RunProfile
 from scalgraph.model.psg import PSG
 
 DEFAULT_MIN_SHARE = 0.05
+STARTUP = frozenset({"MPI_Init", "MPI_Init_thread", "MPI_Finalize"})
 MAX_STARTS = 32           # backtracking starts per kind: enough for any report, bounded cost
 
 
@@ -54,18 +55,29 @@ def analyse(psg: PSG, profiles: Mapping[int, RunProfile], abnorm_thd: float = DE
     abnormal: dict[int, list[Abnormal]] = {}
     y_total = np.zeros((nv, len(scales)))
     y_own = np.zeros((nv, len(scales)))
+    y_max = np.zeros((nv, len(scales)))
     for i, p in enumerate(scales):
         prof = profiles[p]
         own = own_time(psg, prof)
         times[p] = run_time(prof)
         y_total[:, i] = merged(prof.time, clusters)
         y_own[:, i] = merged(own, clusters)
+        y_max[:, i] = prof.time.max(axis=0) if prof.nranks else 0.0
         abnormal[p] = find_abnormal(psg, prof, abnorm_thd, min_share * times[p], own)
     big, own_big = prof, own          # the loop ends on the largest scale
     total_time = times[scales[-1]]
     floor = min_share * total_time
 
+    # MPI start-up and shut-down grow with p under any launcher; they are not the program's to fix
+    startup = np.array([psg.kind_name(v) == "MPI" and psg.name[v] in STARTUP for v in range(nv)], dtype=bool)
+    startup_share = float(y_total[startup, -1].sum() / total_time) if total_time > 0 else 0.0
+    y_total[startup] = 0.0
+    y_own[startup] = 0.0
+    for p in scales:
+        abnormal[p] = [a for a in abnormal[p] if not startup[a.vertex]]
+
     fits = fit_models(scales, y_total)
+    fits_max = fit_models(scales, y_max)
     multi = len(scales) >= 2
     loss_total = scaling_loss(scales, y_total, weak)[:, -1] if multi else np.zeros(nv)
     loss_own = scaling_loss(scales, y_own, weak)[:, -1] if multi else np.zeros(nv)
@@ -75,11 +87,14 @@ def analyse(psg: PSG, profiles: Mapping[int, RunProfile], abnorm_thd: float = DE
     starts_ns = [(v, int(stats.argmax[v])) for v in non_scalable]
     starts_ab = [(a.vertex, int(r)) for a in abnormal[scales[-1]][:MAX_STARTS] for r in a.ranks[:2]]
     ppg = build_ppg(psg, big)
-    paths = backtrack_all(ppg, starts_ns, starts_ab)
+    unusual_wait, _ = abnormal_mask(big.wait, abnorm_thd, floor)
+    paths = backtrack_all(ppg, starts_ns, starts_ab, unusual_wait)
 
     own_median = np.median(own_big, axis=0) if big.nranks else np.zeros(nv)
 
     def cost(v: int, r: int) -> float:
+        if startup[v]:
+            return 0.0
         return max(0.0, float(own_big[r, v] - own_median[v])) + float(loss_own[v])
 
     causes: dict[int, dict] = {}
@@ -96,14 +111,24 @@ def analyse(psg: PSG, profiles: Mapping[int, RunProfile], abnorm_thd: float = DE
         "run_time": {str(p): times[p] for p in scales},
         "thresholds": {"abnorm_thd": abnorm_thd, "min_share": min_share, "min_seconds": floor,
                        "clusters": clusters, "ideal": "weak" if weak else "strong"},
-        "notes": [] if multi else ["only one scale measured: abnormal ranks are shown, but the scaling "
-                                   "fit needs at least 2 scales (run e.g. `scalgraph run -n 2,4,8`)"],
+        "notes": _notes(multi, startup_share, min_share, scales[-1]),
         "problem_found": bool(ranked),
-        "root_causes": [_cause_entry(psg, fits, x, scales, y_total, loss_total, abnormal, total_time, stats)
-                        for x in ranked],
+        "root_causes": [_cause_entry(psg, fits, x, scales, y_total, y_max, loss_total, abnormal, total_time, stats,
+                                     fits_max, weak) for x in ranked],
         "non_scalable": [_vertex_brief(psg, v, fits, loss_total, total_time, stats) for v in non_scalable[:top * 2]],
         "abnormal": [_abnormal_entry(psg, a) for a in abnormal[scales[-1]][:top * 2]],
     }
+
+
+def _notes(multi: bool, startup_share: float, min_share: float, big: int) -> list[str]:
+    notes = []
+    if not multi:
+        notes.append("only one scale measured: abnormal ranks are shown, but the scaling fit needs at least "
+                     "2 scales (run e.g. `scalgraph run -n 2,4,8`)")
+    if startup_share >= min_share:
+        notes.append(f"MPI start-up/shut-down (MPI_Init, MPI_Finalize) takes {startup_share * 100:.0f}% of the "
+                     f"run time at p={big}; it is the MPI library's cost and is not ranked")
+    return notes
 
 
 def _root_of(path: Path, cost, loss_total, abnormal: list[Abnormal]) -> tuple[int, int, float]:
@@ -148,7 +173,8 @@ def _abnormal_entry(psg: PSG, a: Abnormal, max_ranks: int = 16) -> dict:
                       for r, q, e in list(zip(a.ranks, a.ratio, a.excess))[:max_ranks]]}
 
 
-def _cause_entry(psg, fits, x, scales, y_total, loss_total, abnormal, total_time, stats) -> dict:
+def _cause_entry(psg, fits, x, scales, y_total, y_max, loss_total, abnormal, total_time, stats, fits_max,
+                 weak) -> dict:
     v = x["vertex"]
     path: Path = x["path"]
     # the walk goes on to the program's start; the part worth showing ends at the cause
@@ -164,7 +190,10 @@ def _cause_entry(psg, fits, x, scales, y_total, loss_total, abnormal, total_time
         "cost_share": x["cost"] / total_time if total_time > 0 else 0.0,
         "time_share": float(stats.mean[v] / total_time) if total_time > 0 else 0.0,
         "mean_time": {str(p): float(y_total[v, i]) for i, p in enumerate(scales)},
+        "max_time": {str(p): float(y_max[v, i]) for i, p in enumerate(scales)},
         "scaling_loss": float(loss_total[v]), **_model(fits, v, scales),
+        "slowest_rank": {**_model(fits_max, v, scales), "scaling_loss": float(
+            scaling_loss(scales, y_max[v:v + 1], weak)[0, -1]) if len(scales) > 1 else 0.0},
         "abnormal": own_abn, "abnormal_at_scales": abnormal_at,
         "found_from": {"reason": path.reason, **_where(psg, path.start[0]), "rank": path.start[1]},
         "path": [{"vertex": s.vertex, "rank": s.rank, "via": s.via, "location": psg.location(s.vertex),

@@ -60,10 +60,21 @@ def _abnormal_line(entries: list[dict], max_ranks: int = 6) -> list[str]:
 
 
 def _path_text(path: list[dict]) -> str:
-    hops = []
+    """vertex@rank hops; runs of steps inside one rank between MPI calls are counted, not listed
+    (the JSON output has every step)."""
+    hops, skipped = [], 0
     for i, s in enumerate(path):
+        keep = i in (0, len(path) - 1) or s["via"] in ("comm", "collective") or s["kind"] == "MPI"
+        if not keep:
+            skipped += 1
+            continue
         node = f"{s['name']}@{s['rank']} ({s['location']})"
-        hops.append(node if i == 0 else f"-[{s['via']}]-> {node}")
+        if i == 0:
+            hops.append(node)
+        else:
+            via = s["via"] if not skipped else f"{skipped + 1} steps back in rank {s['rank']}"
+            hops.append(f"-[{via}]-> {node}")
+        skipped = 0
     return " ".join(hops)
 
 
@@ -88,12 +99,14 @@ def write_text(result: dict, out, experiment: str = "", source_roots: list[pathl
         w(f"\n#{n} {c['location']}  in {c['function']}  [{c['kind']} {c['name']}]  rank {c['rank']}\n")
         w(f"   cost {_fmt_s(c['cost'])} = {c['cost_share'] * 100:.1f}% of the run time at p={big}; "
           f"mean time share {c['time_share'] * 100:.1f}%\n")
-        means = ", ".join(f"p={p}: {_fmt_s(c['mean_time'][str(p)])}" for p in scales)
-        w(f"   mean time per rank: {means}\n")
+        means = ", ".join(f"p={p}: {_fmt_s(c['mean_time'][str(p)])} / {_fmt_s(c['max_time'][str(p)])}" for p in scales)
+        w(f"   time per rank, mean / slowest: {means}\n")
         if c.get("model"):
             pred = ", ".join(f"p={p}: {_fmt_s(v)}" for p, v in c["predicted"].items())
-            w(f"   scaling model T(p) = {c['model']} (log-log slope {c['log_log_slope']:+.2f}); "
+            w(f"   scaling model of the mean T(p) = {c['model']} (log-log slope {c['log_log_slope']:+.2f}); "
               f"scaling loss at p={big}: {_fmt_s(c['scaling_loss'])}; predicted {pred}\n")
+            m = c["slowest_rank"]
+            w(f"   slowest rank: T(p) = {m['model']}; scaling loss at p={big}: {_fmt_s(m['scaling_loss'])}\n")
         else:
             w(f"   scaling model: {c.get('note', 'not fitted')}\n")
         for line in _abnormal_line(c["abnormal"]):
