@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from scalgraph.analysis import synthetic as syn
-from scalgraph.analysis.abnormal import find_abnormal
+from scalgraph.analysis.abnormal import abnormal_mask, find_abnormal
 from scalgraph.analysis.backtrack import backtrack
 from scalgraph.analysis.detect import analyse
 from scalgraph.analysis.ppg import build_ppg, intra_process_dependences
@@ -153,3 +153,46 @@ def test_clustering_option_models_the_slowest_group():
     assert result["root_causes"][0]["vertex"] == comp
     # three groups: the slow rank, its waiting neighbour, the rest; the slow rank alone does not scale
     assert result["root_causes"][0]["scaling_loss"] > 0.3
+
+
+def test_small_waiting_does_not_lead_the_walk_away_from_a_late_rank():
+    """Summed over iterations, the slow rank itself waits a little at its receive; only unusual
+    waiting crosses to the partner, so the walk stays on the slow rank and reaches its work."""
+    psg, runs, comp = syn.cg_like(scales=(8,), slow=5)
+    prof = runs[8]
+    recv = syn.vertex_at(psg, 16)
+    prof.wait[5, recv] = prof.deps["wait"][(prof.deps["rank"] == 5) & (prof.deps["vertex"] == recv)] = 0.01
+    prof.time[5, recv] += 0.01
+    ppg = build_ppg(psg, prof)
+    crossing = [(s.vertex, s.rank) for s in backtrack(ppg, recv, 5)]
+    assert crossing[1][1] == 4                        # the paper's rule: any waiting crosses
+    unusual, _ = abnormal_mask(prof.wait, 1.3, 0.05)
+    staying = [(s.vertex, s.rank) for s in backtrack(ppg, recv, 5, unusual)]
+    assert staying[:3] == [(recv, 5), (syn.vertex_at(psg, 15), 5), (comp, 5)]
+
+
+def test_mpi_start_up_is_not_ranked_but_noted():
+    psg, runs, comp = syn.balanced()
+    tree = ("FUNCTION", "main", 1, [("MPI", "MPI_Init", 2)] + list(syn.CG_TREE[3]))
+    psg2 = syn.psg_from_tree(tree, "balanced.c")
+    init = syn.vertex_at(psg2, 2)
+    for p, prof in runs.items():
+        t = np.insert(prof.time, init, 0.05 * p, axis=1)      # start-up grows with the rank count
+        w = np.insert(prof.wait, init, 0.0, axis=1)
+        prof.time, prof.wait, prof.nvertices = t, w, len(psg2)
+        prof.samples = np.insert(prof.samples, init, 0, axis=1)
+        prof.calls = np.insert(prof.calls, init, 1, axis=1)
+        prof.deps["vertex"] += prof.deps["vertex"] >= init
+    result = analyse(psg2, runs)
+    assert not result["problem_found"]
+    assert any("MPI_Init" in n for n in result["notes"])
+
+
+def test_report_text_condenses_long_paths():
+    from scalgraph.io.report import _path_text
+    steps = [{"vertex": i, "rank": 0, "via": v, "location": f"a.c:{i}", "kind": k, "name": n}
+             for i, (v, k, n) in enumerate([("start", "MPI", "MPI_Allreduce"), ("data", "LOOP", "loop"),
+                                            ("control", "COMP", "comp"), ("data", "COMP", "comp"),
+                                            ("data", "MPI", "MPI_Recv"), ("data", "COMP", "comp")])]
+    assert _path_text(steps) == ("MPI_Allreduce@0 (a.c:0) -[4 steps back in rank 0]-> MPI_Recv@0 (a.c:4) "
+                                 "-[data]-> comp@0 (a.c:5)")
