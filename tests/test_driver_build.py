@@ -239,3 +239,22 @@ def test_sample_output_equals_the_mpicc_build(tmp_path, mode, samples_dir, name)
     expected = mpirun(tmp_path / "plain", 4, *args, cwd=tmp_path)
     assert expected.strip(), "the sample prints something to compare"
     assert mpirun(tmp_path / "wrapped", 4, *args, cwd=tmp_path) == expected
+
+
+def test_machine_without_cc_builds_the_shim_with_our_clang(tmp_path, samples_dir):
+    """PyPI's mpicc runs `cc`; with no system C compiler on PATH (a slim image with only Python), the
+    wrapper must still build the shim and the program, with zig's clang."""
+    require_tool(MPICC is not None and MPIEXEC is not None and HAVE_ZIG, "no MPI/zig in the venv")
+    require_tool(instrumentation_available(), "static pass or runtime shim not installed")
+    mode = "instrumented"
+    nocc = tmp_path / "bin"
+    nocc.mkdir()
+    hidden = ("cc", "gcc", "c89", "c99", "clang")
+    for d in ("/usr/bin", "/bin"):
+        for tool in Path(d).iterdir() if Path(d).is_dir() else ():
+            if not tool.name.startswith(hidden) and "-gcc" not in tool.name and not (nocc / tool.name).exists():
+                (nocc / tool.name).symlink_to(tool)
+    env = {"PATH": str(nocc), "SCALGRAPH_CACHE": str(tmp_path / "cache")}
+    sg("sgcc", ["-O1", str(samples_dir / "fig3" / "fig3.c"), "-o", "fig3"], tmp_path, mode, env=env)
+    assert list((tmp_path / "cache").glob("shim-*/libscalgraph.so")), "the shim was built into the new cache"
+    assert mpirun(tmp_path / "fig3", 4, cwd=tmp_path).startswith("sum=")

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -240,5 +241,15 @@ def shim_link_flags(tc: Toolchain) -> list[str]:
     except ImportError:
         raise UserError("the scalgraph runtime shim is not part of this installation: reinstall scalgraph, "
                         "or build with SCALGRAPH_NO_INSTRUMENT=1") from None
+    use_our_clang_in_mpi_wrapper()
     lib = str(shim_library(tc.shim_mpicc))
     return [lib, f"-Wl,-rpath,{os.path.dirname(lib)}"]
+
+
+def use_our_clang_in_mpi_wrapper() -> None:
+    """The shim is built by the MPI's own mpicc, which runs `cc`; a machine with only PyPI's MPICH and
+    zig has none, so point the wrapper's compiler variables (MPICH_CC, OMPI_CC) at the clang we use."""
+    if shutil.which("cc") or os.environ.get("MPICH_CC") or os.environ.get("OMPI_CC"):
+        return
+    cc = find_compiler("c")
+    os.environ["MPICH_CC"] = os.environ["OMPI_CC"] = " ".join([*cc.command, *cc.flags])
