@@ -65,7 +65,9 @@ def _expand(lo: np.ndarray, hi: np.ndarray):
 
 
 def exclusive_pieces(ctx: ReplayContext, rank, t0, t1):
-    """Exclusive time inside [t0, t1] on `rank`, per interval: triplets (interval, call path, time)."""
+    """Exclusive time inside [t0, t1] on `rank`, per interval: triplets (interval, call path, time).
+    Call path `ncallpaths` stands for time outside every region.  Only the first and the last piece
+    of an interval are clipped; the pieces in between are whole inter-event gaps."""
     t, off = ctx.time, ctx.flat.offsets
     lo = np.zeros(len(rank), np.int64)
     hi = np.full(len(rank), -1, np.int64)
@@ -77,10 +79,13 @@ def exclusive_pieces(ctx: ReplayContext, rank, t0, t1):
         lo[sel] = off[r] + np.maximum(np.searchsorted(tr, t0[sel], "right") - 1, 0)
         hi[sel] = off[r] + np.minimum(np.searchsorted(tr, t1[sel], "left") - 1, len(tr) - 2)
     ids, g = _expand(lo, hi)
-    amount = waitops.overlap(t[g], t[g + 1], t0[ids], t1[ids])
-    cp = ctx.nest.cp_after[g]
-    keep = (amount > 0) & (cp >= 0)
-    return ids[keep], cp[keep], amount[keep]
+    vals = ctx.gap[g]
+    nonempty = hi >= lo
+    first = np.cumsum(np.maximum(hi - lo + 1, 0)) - np.maximum(hi - lo + 1, 0)
+    f, l_ = first[nonempty], (first + hi - lo)[nonempty]
+    vals[f] = waitops.overlap(t[lo[nonempty]], t[lo[nonempty] + 1], t0[nonempty], t1[nonempty])
+    vals[l_] = waitops.overlap(t[hi[nonempty]], t[hi[nonempty] + 1], t0[nonempty], t1[nonempty])
+    return ids, ctx.cp_after_ext[g], vals
 
 
 def wait_pieces(ctx: ReplayContext, waits: np.ndarray, rank, t0, t1):
@@ -107,18 +112,32 @@ def wait_pieces(ctx: ReplayContext, waits: np.ndarray, rank, t0, t1):
 
 
 def processing_profiles(ctx, waits, rank, t0, t1):
-    """Processing time (exclusive time minus waiting) per interval and call path: triplets,
-    plus the wait triplets used to compute them."""
+    """Processing time (exclusive time minus waiting) per interval and call path, summed:
+    (interval, call path, time) for the non-empty entries; plus the wait triplets."""
     ei, ec, ea = exclusive_pieces(ctx, rank, t0, t1)
     wi, ww, wa = wait_pieces(ctx, waits, rank, t0, t1)
     wc = ctx.nest.callpath[waits["op"][ww]]
-    return (np.concatenate((ei, wi)), np.concatenate((ec, wc)), np.concatenate((ea, -wa))), (wi, ww, wa)
+    ncp = ctx.ncallpaths
+    ids, cps, vals = _sum_by_key(np.concatenate((ei, wi)), np.concatenate((ec, wc)),
+                                 np.concatenate((ea, -wa)), ncp + 1)
+    inside = cps < ncp
+    return (ids[inside], cps[inside], vals[inside]), (wi, ww, wa)
+
+
+DENSE_LIMIT = 1 << 25     # keys up to this use a dense bincount (O(n)), larger ones a sort
 
 
 def _sum_by_key(ids, cps, vals, ncp):
-    key = ids.astype(np.int64) * max(ncp, 1) + cps
+    """Sum `vals` per (id, call path); returns the non-empty keys as (ids, cps, sums)."""
+    ncp = max(ncp, 1)
+    key = ids.astype(np.int64) * ncp + cps
+    if len(key) and int(key.max()) < DENSE_LIMIT:
+        dense = np.bincount(key, weights=vals)
+        hit = np.bincount(key) > 0
+        uniq = np.flatnonzero(hit)
+        return uniq // ncp, uniq % ncp, dense[uniq]
     uniq, inv = np.unique(key, return_inverse=True)
-    return uniq // max(ncp, 1), uniq % max(ncp, 1), np.bincount(inv, weights=vals, minlength=len(uniq))
+    return uniq // ncp, uniq % ncp, np.bincount(inv, weights=vals, minlength=len(uniq))
 
 
 # --- synchronisation intervals --------------------------------------------------------------------

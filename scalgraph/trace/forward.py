@@ -28,10 +28,30 @@ class ReplayContext:
     region_is_test: np.ndarray  # per region: MPI_Test* (never waits)
     region_coll_kind: np.ndarray  # per region: index into patterns.COLL_KINDS
     region_class: list[str]     # per region: patterns.region_class
+    _gap: np.ndarray | None = None
+    _cp_after_ext: np.ndarray | None = None
 
     @property
     def ev(self) -> np.ndarray:
         return self.flat.ev
+
+    @property
+    def gap(self) -> np.ndarray:
+        """Time from each event to the next one on its rank (0 after a rank's last event)."""
+        if self._gap is None:
+            dt = np.zeros(len(self.time))
+            dt[:-1] = self.time[1:] - self.time[:-1]
+            dt[np.maximum(self.flat.offsets[1:] - 1, 0)] = 0.0
+            self._gap = dt
+        return self._gap
+
+    @property
+    def cp_after_ext(self) -> np.ndarray:
+        """cp_after with time outside every region booked to call path `ncallpaths`."""
+        if self._cp_after_ext is None:
+            cp = self.nest.cp_after
+            self._cp_after_ext = np.where(cp >= 0, cp, self.ncallpaths)
+        return self._cp_after_ext
 
     @property
     def nranks(self) -> int:
@@ -89,10 +109,7 @@ def build_context(trace: tm.Trace, allow_unmatched: bool = False) -> ReplayConte
 
 def exclusive_time(ctx: ReplayContext) -> np.ndarray:
     """[call path, rank]: time between each event and the next, booked to the innermost open region."""
-    t, f = ctx.time, ctx.flat
-    dt = np.zeros(len(t))
-    dt[:-1] = t[1:] - t[:-1]
-    dt[np.maximum(f.offsets[1:] - 1, 0)] = 0.0            # the last event of a rank ends nothing
+    f, dt = ctx.flat, ctx.gap
     cp = ctx.nest.cp_after
     inside = cp >= 0
     c, p = ctx.ncallpaths, ctx.nranks

@@ -85,25 +85,29 @@ def flatten(trace: tm.Trace) -> Flat:
 
 # --- regions -----------------------------------------------------------------------------------
 
-def _last_enter_at_level(enter_idx, enter_level, flat_rank, level, pos):
-    """For each query (level, pos): the last ENTER at `level` before `pos` on the same rank, or -1."""
-    n = len(flat_rank)
-    keys = enter_level.astype(np.int64) * (n + 1) + enter_idx
-    order = np.argsort(keys, kind="stable")
-    keys, enter_idx = keys[order], enter_idx[order]
-    q = level.astype(np.int64) * (n + 1) + pos
+_STEP = np.zeros(256, np.int8)
+_STEP[tm.ENTER], _STEP[tm.EXIT] = 1, -1
+
+
+def _last_enter_at_level(keys, enters, flat_rank, level, pos):
+    """For each query (level, pos): the last ENTER at `level` before `pos` on the same rank, or -1.
+    `keys` = level * (n + 1) + position of the ENTERs `enters`, sorted."""
+    n1 = len(flat_rank) + 1
+    q = level.astype(np.int64) * n1 + pos
     j = np.searchsorted(keys, q, side="left") - 1
-    found = np.where(j >= 0, enter_idx[np.maximum(j, 0)], -1)
-    ok = (j >= 0) & (keys[np.maximum(j, 0)] // (n + 1) == level)
-    ok &= flat_rank[np.maximum(found, 0)] == flat_rank[pos]
-    return np.where(ok & (level > 0), found, -1)
+    jj = np.maximum(j, 0)
+    found = enters[jj] if len(enters) else np.zeros(len(q), np.int64)
+    ok = (j >= 0) & (level > 0)
+    if len(enters):
+        ok &= (keys[jj] // n1 == level) & (flat_rank[found] == flat_rank[pos])
+    return np.where(ok, found, -1)
 
 
 def match_regions(flat: Flat) -> Nesting:
-    kind = flat.ev["kind"]
+    kind = np.ascontiguousarray(flat.ev["kind"])
     n = len(kind)
-    step = np.where(kind == tm.ENTER, 1, np.where(kind == tm.EXIT, -1, 0)).astype(np.int64)
-    depth = np.cumsum(step)
+    step = _STEP[kind]
+    depth = np.cumsum(step, dtype=np.int64)
     # restart the running depth at each rank
     starts = flat.offsets[:-1]
     base = np.zeros(flat.nranks, np.int64)
@@ -115,31 +119,37 @@ def match_regions(flat: Flat) -> Nesting:
         raise UserError(f"rank {flat.rank[bad]}: EXIT without a matching ENTER at event "
                         f"{bad - flat.offsets[flat.rank[bad]]}; the trace is corrupt or truncated at the front")
     pos = np.arange(n, dtype=np.int64)
-    is_enter, is_exit = kind == tm.ENTER, kind == tm.EXIT
+    is_enter, is_exit = step > 0, step < 0
     # ENTER opens level depth_after; EXIT closes level depth_after + 1
-    level = np.where(is_exit, depth + 1, depth)
-    ee = np.flatnonzero(is_enter | is_exit)
-    order = np.lexsort((ee, level[ee], flat.rank[ee]))
-    ee = ee[order]
+    level = depth + is_exit
+    ee = np.flatnonzero(step)
+    lv = level[ee]
+    lv = lv.astype(np.int16) if len(lv) and lv.max() < 32000 else lv
+    ee = ee[np.argsort(lv, kind="stable")]          # by (level, position): radix sort on small ints
     partner = np.full(n, -1, np.int64)
-    # within one (rank, level) group the sequence is ENTER, EXIT, ENTER, EXIT ...
-    nxt = ee[1:]
-    pair = is_enter[ee[:-1]] & is_exit[nxt] & (flat.rank[ee[:-1]] == flat.rank[nxt]) & (level[ee[:-1]] == level[nxt])
-    a, b = ee[:-1][pair], nxt[pair]
+    # within one (rank, level) the sequence is ENTER, EXIT, ENTER, EXIT ...
+    a, b = ee[:-1], ee[1:]
+    pair = is_enter[a] & is_exit[b] & (level[a] == level[b]) & (flat.rank[a] == flat.rank[b])
+    a, b = a[pair], b[pair]
     partner[a], partner[b] = b, a
     # ENTERs left open at the end of a rank are tolerated (truncated run); a stray EXIT is not
-    if np.any(is_exit & (partner < 0)):
-        bad = int(np.flatnonzero(is_exit & (partner < 0))[0])
+    stray = is_exit & (partner < 0)
+    if np.any(stray):
+        bad = int(np.flatnonzero(stray)[0])
         raise UserError(f"rank {flat.rank[bad]}: EXIT without a matching ENTER at event "
                         f"{bad - flat.offsets[flat.rank[bad]]}; the trace is corrupt")
 
-    enter_idx = np.flatnonzero(is_enter)
+    enters = ee[is_enter[ee]]                        # sorted by (level, position)
+    keys = level[enters] * (n + 1) + enters
+    enter_idx = np.flatnonzero(is_enter)             # sorted by position
     enter_level = level[enter_idx]
     # owner: ENTER itself, EXIT's ENTER, other events the innermost open region (level = depth)
-    owner = _last_enter_at_level(enter_idx, enter_level, flat.rank, depth, pos)
-    owner[is_enter] = pos[is_enter]
+    other = np.flatnonzero(step == 0)
+    owner = np.empty(n, np.int64)
+    owner[enter_idx] = enter_idx
     owner[is_exit] = partner[is_exit]
-    parent_enter = _last_enter_at_level(enter_idx, enter_level, flat.rank, enter_level - 1, enter_idx)
+    owner[other] = _last_enter_at_level(keys, enters, flat.rank, depth[other], other)
+    parent_enter = _last_enter_at_level(keys, enters, flat.rank, enter_level - 1, enter_idx)
 
     # call-path ids, level by level: a call path is (parent call path, region)
     region = flat.ev["region"].astype(np.int64)
@@ -148,9 +158,10 @@ def match_regions(flat: Flat) -> Nesting:
     cp_parent: list[np.ndarray] = []
     cp_region: list[np.ndarray] = []
     ncp = 0
-    for lv in range(1, int(enter_level.max()) + 1 if len(enter_level) else 1):
-        sel = enter_idx[enter_level == lv]
-        par = parent_enter[enter_level == lv]
+    bounds = np.searchsorted(level[enters], np.arange(int(enter_level.max()) + 2 if len(enter_level) else 1))
+    for lv_ in range(1, len(bounds) - 1):
+        sel = enters[bounds[lv_]:bounds[lv_ + 1]]
+        par = parent_enter[np.searchsorted(enter_idx, sel)]
         pcp = np.where(par >= 0, cp_of_enter[np.maximum(par, 0)], -1)
         key = (pcp + 1) * nreg + (region[sel] + 1)
         uniq, inv = np.unique(key, return_inverse=True)
@@ -162,18 +173,11 @@ def match_regions(flat: Flat) -> Nesting:
     cp_after = callpath.copy()
     # after an EXIT the time belongs to the parent region
     ex = np.flatnonzero(is_exit)
-    par_of_exit = parent_enter_for(ex, partner, enter_idx, parent_enter)
+    par_of_exit = parent_enter[np.searchsorted(enter_idx, partner[ex])]
     cp_after[ex] = np.where(par_of_exit >= 0, cp_of_enter[np.maximum(par_of_exit, 0)], -1)
     return Nesting(partner=partner, owner=owner, callpath=callpath, cp_after=cp_after,
                    cp_parent=np.concatenate(cp_parent) if cp_parent else np.zeros(0, np.int64),
                    cp_region=np.concatenate(cp_region) if cp_region else np.zeros(0, np.int64))
-
-
-def parent_enter_for(exits, partner, enter_idx, parent_enter):
-    """Parent ENTER of the region closed by each EXIT in `exits`."""
-    enters = partner[exits]
-    j = np.searchsorted(enter_idx, enters)
-    return parent_enter[j]
 
 
 def callpath_names(nest: Nesting, regions: list[tm.Region]) -> list[str]:
