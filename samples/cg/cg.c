@@ -13,7 +13,7 @@
 #include <stdlib.h>
 
 #define GLOBAL_ROWS 1200000L
-#define AUDIT_WORK 6000000L     /* operations per iteration on the audited rank, independent of size */
+#define AUDIT_WORK 9000000L     /* operations per iteration on the audited rank, independent of size */
 
 static double audit_residual(const double *r, long n, int iter)
 {

@@ -16,8 +16,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#define TASK_WORK 1500000L     /* iterations per task on a worker */
-#define MERGE_WORK 600000L     /* iterations per merged result on the master */
+#define TASK_WORK 6000000L     /* iterations per task on a worker */
+#define MERGE_WORK 3000000L     /* iterations per merged result on the master */
 #define TABLE 4096
 #define TAG_TASK 1
 #define TAG_STOP 2
@@ -41,8 +41,11 @@ static uint64_t compute_task(uint64_t task)
 
 static void merge_result(uint64_t *table, uint64_t result)
 {
-    for (long i = 0; i < MERGE_WORK; i++)
-        table[(result + (uint64_t)i) % TABLE] += mix(result ^ (uint64_t)i);
+    uint64_t h = result;
+    for (long i = 0; i < MERGE_WORK; i++) {
+        h = (h ^ (h >> 29)) * 0xbf58476d1ce4e5b9ULL + (uint64_t)i;
+        table[h % TABLE] += result;
+    }
 }
 
 static void master(int size, long tasks)
@@ -99,7 +102,7 @@ int main(int argc, char **argv)
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
-    long tasks = argc > 1 ? atol(argv[1]) : 120;
+    long tasks = argc > 1 ? atol(argv[1]) : 60;
     if (size < 2) {
         if (rank == 0)
             fprintf(stderr, "masterworker: needs at least 2 ranks\n");

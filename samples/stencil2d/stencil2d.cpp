@@ -2,10 +2,10 @@
 //
 // A fixed NxN grid is split over a 2-D process grid (MPI_Dims_create; strong scaling).  Each step
 // exchanges halos with the four neighbours (MPI_Sendrecv) and relaxes the block.  The cells of a
-// "hot spot" (the upper-left strip of the domain, rows [0, N/2) x columns [0, N/8)) carry extra
-// chemistry: CHEM_STEPS sub-steps per cell.  The hot spot lies in the blocks of one or two ranks at
-// any scale, so their share of it does not shrink like the rest of the work; their neighbours wait
-// in the halo exchange and everybody in the MPI_Allreduce of the residual.
+// "hot spot" (the upper-left corner of the domain, rows and columns [0, N/4)) carry extra chemistry:
+// CHEM_STEPS sub-steps per cell.  The hot spot lies in the block of the corner rank at any scale up to
+// 16 ranks, so its cost does not shrink like the rest of the work; the neighbours wait for it in the
+// halo exchange and everybody in the MPI_Allreduce of the residual.
 // Root cause: the loop nest in Grid::react_hotspot.
 //
 // usage: stencil2d [steps]
@@ -19,7 +19,7 @@
 namespace {
 
 constexpr int N = 1024;
-constexpr int CHEM_STEPS = 48;
+constexpr int CHEM_STEPS = 100;
 
 class Grid {
 public:
@@ -82,7 +82,7 @@ public:
     // Extra chemistry on the cells of this block that lie in the hot spot.
     void react_hotspot()
     {
-        int i_end = std::min(rows_, N / 2 - row0_), j_end = std::min(cols_, N / 8 - col0_);
+        int i_end = std::min(rows_, N / 4 - row0_), j_end = std::min(cols_, N / 4 - col0_);
         for (int i = 1; i <= i_end; i++)
             for (int j = 1; j <= j_end; j++)
                 for (int s = 0; s < CHEM_STEPS; s++)

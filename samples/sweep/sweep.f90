@@ -86,7 +86,7 @@ contains
     double precision, intent(in) :: phi(nx, ny, kb)
     double precision, intent(inout) :: fix
     integer :: n
-    do n = 1, 1000000
+    do n = 1, 4000000
       fix = fix + 1.0d-9 * phi(1 + mod(n, nx), 1 + mod(n + blk, ny), 1 + mod(n, kb))
     end do
   end subroutine fixup
