@@ -93,3 +93,17 @@ def test_hypothesis_text():
     assert Hypothesis(Fraction(1), 1).text() == "p * log2(p)"
     assert Hypothesis(Fraction(-1, 2), 0).text() == "p^(-1/2)"
     assert Hypothesis(Fraction(0), 2).text() == "log2(p)^2"
+
+
+def test_leave_one_out_shortcut_equals_refitting_without_each_point():
+    from scalgraph.analysis.scaling import _loo_rms, _lsq_two_params
+    rng = np.random.default_rng(5)
+    y = rng.uniform(0, 3, (7, len(SCALES)))
+    for h in (Hypothesis(Fraction(1, 2), 1), Hypothesis(Fraction(-1), 0), Hypothesis(Fraction(0), 0)):
+        x = h.term(SCALES)
+        sq = np.zeros(len(y))
+        for out in range(len(SCALES)):
+            keep = np.arange(len(SCALES)) != out
+            c0, c1 = _lsq_two_params(x[keep], y[:, keep])
+            sq += (c0 + c1 * x[out] - y[:, out]) ** 2
+        assert np.allclose(_loo_rms(x, y), np.sqrt(sq / len(SCALES)))

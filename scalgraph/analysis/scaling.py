@@ -129,12 +129,7 @@ def fit_models(scales, y: np.ndarray, hyps: list[Hypothesis] | None = None) -> F
         x = h.term(p)
         if not np.all(np.isfinite(x)):
             continue
-        sq = np.zeros(nv)
-        for out in range(n):
-            keep = np.arange(n) != out
-            c0, c1 = _lsq_two_params(x[keep], y[:, keep])
-            sq += (c0 + c1 * x[out] - y[:, out]) ** 2
-        err = np.sqrt(sq / n)
+        err = _loo_rms(x, y)
         # strictly better by a relative margin, so noiseless ties resolve to the simpler model
         better = err < best_err * (1 - 1e-6) - 1e-10 * (1 + np.abs(y).max(axis=1))
         choice[better] = k
@@ -145,6 +140,26 @@ def fit_models(scales, y: np.ndarray, hyps: list[Hypothesis] | None = None) -> F
         rows = choice == k
         c0[rows], c1[rows] = _lsq_two_params(hyps[k].term(p), y[rows])
     return Fits(p, hyps, choice, c0, c1, best_err, slope)
+
+
+def _loo_rms(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Leave-one-out RMS prediction error of y = c0 + c1*x per row, from one fit on all points:
+    for least squares the left-out residual is r_k / (1 - h_k), h_k = 1/n + (x_k - mean)^2 / Sxx
+    (the leverage), which is the same for every row because x is shared."""
+    n = len(x)
+    dx = x - x.mean()
+    sxx = float(dx @ dx)
+    h = 1.0 / n + (dx * dx / sxx if sxx > 0 else np.zeros(n))
+    if np.any(1.0 - h < 1e-9):            # a point that alone determines the slope: refit explicitly
+        sq = np.zeros(y.shape[0])
+        for out in range(n):
+            keep = np.arange(n) != out
+            c0, c1 = _lsq_two_params(x[keep], y[:, keep])
+            sq += (c0 + c1 * x[out] - y[:, out]) ** 2
+        return np.sqrt(sq / n)
+    c0, c1 = _lsq_two_params(x, y)
+    resid = (y - c0[:, None] - c1[:, None] * x[None, :]) / (1.0 - h)[None, :]
+    return np.sqrt((resid * resid).mean(axis=1))
 
 
 def _two_point_fit(p, y, hyps, slope) -> Fits:
