@@ -27,6 +27,7 @@ class Node:
     callee: str | None = None       # CALL: callee key
     depth: int = 0                  # LOOP: its nesting depth; others: depth of the enclosing loops
     seq_break: bool = False         # COMP: not a continuation of the computation before it (other arm)
+    trivial: bool = False           # COMP: too small to be a vertex; joins a neighbouring COMP or its parent
     instrs: list[tuple[int, int]] = field(default_factory=list)   # owned (block, index)
 
 
@@ -138,11 +139,9 @@ def local_tree(fn: Function, cf: cfg.ControlFlow, display_name: str, resolve) ->
                 kids.append(e)
                 continue
             instrs, work, calls, _, seq_break = e
-            if work == 0 or (has_structure and work <= TRIVIAL_COMP and calls == 0):
-                target = me                  # too small to be a vertex: covered by the enclosing one
-            else:
-                target = new(COMP, "comp", me, instrs=instrs, seq_break=seq_break)
-                kids.append(target)
+            trivial = work == 0 or (has_structure and work <= TRIVIAL_COMP and calls == 0)
+            target = new(COMP, "comp", me, instrs=instrs, seq_break=seq_break, trivial=trivial)
+            kids.append(target)
             for ref in instrs:
                 owner[ref] = target
         nodes[me].children = kids
@@ -227,7 +226,9 @@ def contract(tree: LocalTree, *, max_loop_depth: int, callee_mpi, callee_loops) 
     def fold_children(children: list[int], parent: int, state: dict) -> None:
         for c in children:
             n = nodes[c]
-            if kept(c):
+            if n.kind == COMP and n.trivial:          # no vertex of its own
+                node_local[c] = state["open"] if state["open"] is not None else parent
+            elif kept(c):
                 emit(c, parent)
                 state["open"] = None
             elif n.kind == BRANCH:                      # the branch goes, its kept loops stay
@@ -254,6 +255,8 @@ def full_counts(tree: LocalTree) -> tuple[dict[str, int], list[str]]:
     counts = {k: 0 for k in KINDS}
     calls = []
     for n in tree.nodes:
+        if n.trivial:
+            continue
         counts[KINDS[n.kind]] += 1
         if n.kind == CALL and n.callee:
             calls.append(n.callee)
