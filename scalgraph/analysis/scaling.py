@@ -125,13 +125,15 @@ def fit_models(scales, y: np.ndarray, hyps: list[Hypothesis] | None = None) -> F
         return _two_point_fit(p, y, hyps, slope)
     best_err = np.full(nv, np.inf)
     choice = np.zeros(nv, dtype=int)
+    y_t = np.ascontiguousarray(y.T)       # [n x V]: each hypothesis costs one small matmul
+    tolerance = 1e-10 * (1 + np.abs(y).max(axis=1))
     for k, h in enumerate(hyps):
         x = h.term(p)
         if not np.all(np.isfinite(x)):
             continue
-        err = _loo_rms(x, y)
+        err = np.sqrt(((loo_residual_matrix(x) @ y_t) ** 2).mean(axis=0))
         # strictly better by a relative margin, so noiseless ties resolve to the simpler model
-        better = err < best_err * (1 - 1e-6) - 1e-10 * (1 + np.abs(y).max(axis=1))
+        better = err < best_err * (1 - 1e-6) - tolerance
         choice[better] = k
         best_err[better] = err[better]
     c0 = np.empty(nv)
@@ -142,24 +144,25 @@ def fit_models(scales, y: np.ndarray, hyps: list[Hypothesis] | None = None) -> F
     return Fits(p, hyps, choice, c0, c1, best_err, slope)
 
 
-def _loo_rms(x: np.ndarray, y: np.ndarray) -> np.ndarray:
-    """Leave-one-out RMS prediction error of y = c0 + c1*x per row, from one fit on all points:
-    for least squares the left-out residual is r_k / (1 - h_k), h_k = 1/n + (x_k - mean)^2 / Sxx
-    (the leverage), which is the same for every row because x is shared."""
+def loo_residual_matrix(x: np.ndarray) -> np.ndarray:
+    """[n x n] matrix A such that A @ y are the leave-one-out prediction errors of y = c0 + c1*x.
+
+    For least squares the error at a left-out point k is r_k / (1 - h_kk), with r = (I - H) y the
+    residual of the fit on all points and H the hat matrix.  x is shared by all vertices, so A is
+    built once per hypothesis.  A point that alone determines the slope (h_kk = 1) has no such
+    shortcut; its row is built by refitting without it."""
     n = len(x)
-    dx = x - x.mean()
-    sxx = float(dx @ dx)
-    h = 1.0 / n + (dx * dx / sxx if sxx > 0 else np.zeros(n))
-    if np.any(1.0 - h < 1e-9):            # a point that alone determines the slope: refit explicitly
-        sq = np.zeros(y.shape[0])
-        for out in range(n):
-            keep = np.arange(n) != out
-            c0, c1 = _lsq_two_params(x[keep], y[:, keep])
-            sq += (c0 + c1 * x[out] - y[:, out]) ** 2
-        return np.sqrt(sq / n)
-    c0, c1 = _lsq_two_params(x, y)
-    resid = (y - c0[:, None] - c1[:, None] * x[None, :]) / (1.0 - h)[None, :]
-    return np.sqrt((resid * resid).mean(axis=1))
+    design = np.stack([np.ones(n), x], axis=1)
+    hat = design @ np.linalg.pinv(design)
+    lev = np.diag(hat)
+    if np.all(1.0 - lev > 1e-9):
+        return (np.eye(n) - hat) / (1.0 - lev)[:, None]
+    a = np.zeros((n, n))
+    for out in range(n):
+        keep = np.arange(n) != out
+        a[out, keep] = -(design[out] @ np.linalg.pinv(design[keep]))
+        a[out, out] = 1.0
+    return a
 
 
 def _two_point_fit(p, y, hyps, slope) -> Fits:
