@@ -68,8 +68,8 @@ class Launcher:
 def oversubscription_env(flavour: str) -> dict:
     """More ranks than cores: MPICH's waiting ranks busy-poll and take the cores from the ranks that
     compute (toolchain.md), which buries the cause under scheduling noise.  Throttled polling
-    (usleep between idle polls) measured 0.40 s instead of 1.50 s for 8 ranks of samples/cg on 2 cores.
-    Open MPI yields when asked to."""
+    (usleep between idle polls) ran 8 ranks of samples/cg on 2 cores in 1.28 s instead of 2.00 s
+    (README, "Running experiments").  Open MPI yields when asked to."""
     if flavour == OPENMPI:
         return {"OMPI_MCA_mpi_yield_when_idle": "1"}
     if flavour == MPICH:
