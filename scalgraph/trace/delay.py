@@ -159,10 +159,12 @@ def interval_starts(ctx: ReplayContext, waits: np.ndarray, q_rank, q_key, q_time
     """Start of the synchronisation interval ending at q_time for (rank, partner key): the end of
     the waiting time of the previous synchronisation with that partner, or -inf."""
     p_rank, p_key, p_op = _participations(ctx)
-    op_wait = np.zeros(ctx.nevents)
-    np.add.at(op_wait, waits["op"], waits["wait"])
     p_time = ctx.time[p_op]
-    p_end = p_time + op_wait[p_op]
+    # the end of the waiting at each participation's call (several messages may share one call)
+    calls, inv = np.unique(waits["op"], return_inverse=True)
+    call_wait = np.bincount(inv, weights=waits["wait"], minlength=len(calls))
+    j = np.minimum(np.searchsorted(calls, p_op), max(len(calls) - 1, 0))
+    p_end = p_time + (np.where(calls[j] == p_op, call_wait[j], 0.0) if len(calls) else 0.0)
     nk = ctx.nranks + len(ctx.trace.comms) + 1
     g = np.concatenate((p_rank * nk + p_key, q_rank * nk + q_key))
     tt = np.concatenate((p_time, q_time))
@@ -216,8 +218,9 @@ def delay_analysis(fwd: ForwardResult) -> DelayResult:
     coll = waits["key"] >= p
     r_key = waits["key"]
     d_key = np.where(coll, waits["key"], r_rank)
-    r_start = interval_starts(ctx, waits, r_rank, r_key, r_end)
-    d_start = interval_starts(ctx, waits, d_rank, d_key, d_end)
+    starts = interval_starts(ctx, waits, np.concatenate((r_rank, d_rank)), np.concatenate((r_key, d_key)),
+                             np.concatenate((r_end, d_end)))
+    r_start, d_start = starts[:n], starts[n:]
 
     (ri, rc, rv), _ = processing_profiles(ctx, waits, r_rank, r_start, r_end)
     (di, dc, dv), (wi, ww, wa) = processing_profiles(ctx, waits, d_rank, d_start, d_end)
