@@ -27,6 +27,7 @@ has C(recv) >= C(send) + l_min (up to rounding, 1e-12 s), so no violation remain
 """
 from __future__ import annotations
 
+import heapq
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -295,75 +296,124 @@ def correct_clocks(trace: tm.Trace, params: ClockParams = ClockParams(), force: 
     return out, report
 
 
+_VECTOR_SEGMENT = 64     # below this many events a plain loop beats numpy's per-call overhead
+
+
 def _forward(t: np.ndarray, flat, lm: LogicalMessages, p: ClockParams):
     """Forward amortisation in happened-before order.  Returns corrected times and the jumps as
-    (event, delta, pre-jump value r*), in event order per location."""
+    (event, delta, pre-jump value r*), in event order per location.
+
+    Each rank runs until a logical receive whose sender sets are not all computed; it then waits on
+    those sets.  A set counts its members not yet computed (registered on the members' ranks the
+    first time the set is needed), so every member costs O(log) once, not once per waiting rank."""
     n, nranks = len(t), flat.nranks
     c = np.empty(n)
+    tl = t.tolist()
+    delta, gamma = p.delta, p.gamma
     order = np.argsort(lm.recv_evt, kind="stable")
     recv_sorted, set_sorted = lm.recv_evt[order], lm.recv_set[order]
-    # receives of each rank, grouped: unique events, and the sets each waits for
     uniq, first = np.unique(recv_sorted, return_index=True)
-    bounds = np.append(first, len(recv_sorted))
-    rank_recv = np.split(np.arange(len(uniq)), np.searchsorted(uniq, flat.offsets[1:-1]))
-    set_value = np.full(lm.nsets, np.nan)
-    done = flat.offsets[:-1].copy()             # next event to compute, per rank
-    ptr = np.zeros(nranks, np.int64)           # next receive (index into rank_recv[r]), per rank
-    waiters: dict[int, list[tuple[int, int]]] = {}
+    bounds = np.append(first, len(recv_sorted)).tolist()
+    set_sorted = set_sorted.tolist()
+    rank_starts = np.searchsorted(uniq, flat.offsets).tolist()   # receives of rank r: uniq[rank_starts[r]:rank_starts[r+1]]
+    uniq_l = uniq.tolist()
+    offsets = flat.offsets.tolist()
+    members_of = [lm.set_members[lm.set_ptr[s]:lm.set_ptr[s + 1]] for s in range(lm.nsets)]
+    lmin = lm.set_lmin.tolist()
+    set_value: list[float | None] = [None] * lm.nsets
+    pending = [-1] * lm.nsets                   # members not yet computed; -1 = not counted yet
+    watch: list[list[tuple[int, int]]] = [[] for _ in range(nranks)]   # heap of (member event, set)
+    set_waiters: dict[int, list[int]] = {}
+    blocked = [0] * nranks                      # number of unready sets the rank waits for
+    done = offsets[:-1].copy()                  # next event to compute, per rank
+    ptr = rank_starts[:-1].copy()               # next receive (index into uniq), per rank
     jumps: list[tuple[int, float, float]] = []
     stack = list(range(nranks - 1, -1, -1))
     finished = 0
 
     def segment(lo: int, hi: int, start: int) -> None:
-        """Internal events lo..hi-1 of a rank whose first event is `start`; closed form of the recurrence."""
         if hi <= lo:
             return
-        tt = t[lo:hi]
+        if hi - lo >= _VECTOR_SEGMENT:
+            # closed form: C_i = A_i + max(C_prev, cummax_j (t_j - A_j)), A = cumsum of max(delta, gamma dt)
+            tt = t[lo:hi]
+            if lo == start:
+                prev_c, prev_t = tt[0], tt[0]
+            else:
+                prev_c, prev_t = c[lo - 1], t[lo - 1]
+            a = np.maximum(delta, gamma * np.diff(tt, prepend=prev_t))
+            if lo == start:
+                a[0] = 0.0
+            acc = np.cumsum(a)
+            c[lo:hi] = np.maximum(acc + np.maximum(prev_c, np.maximum.accumulate(tt - acc)), tt)
+            return
+        i = lo
         if lo == start:
-            prev_c, prev_t = tt[0], tt[0]
-            a = np.maximum(p.delta, p.gamma * np.diff(tt, prepend=tt[0]))
-            a[0] = 0.0
+            c[lo] = prev = tl[lo]
+            i += 1
         else:
-            prev_c, prev_t = c[lo - 1], t[lo - 1]
-            a = np.maximum(p.delta, p.gamma * np.diff(tt, prepend=prev_t))
-        acc = np.cumsum(a)
-        c[lo:hi] = np.maximum(acc + np.maximum(prev_c, np.maximum.accumulate(tt - acc)), tt)
+            prev = float(c[lo - 1])
+        for i in range(i, hi):
+            step = gamma * (tl[i] - tl[i - 1])
+            v = prev + (step if step > delta else delta)
+            prev = v if v > tl[i] else tl[i]
+            c[i] = prev
 
-    def blocker(s: int):
-        """A sender of set s not computed yet, as (its rank, its event), or None."""
-        m = lm.set_members[lm.set_ptr[s]:lm.set_ptr[s + 1]]
-        r = flat.rank[m]
-        pending = np.flatnonzero(m >= done[r])
-        return None if len(pending) == 0 else (int(r[pending[0]]), int(m[pending[0]]))
+    def set_ready(s: int) -> None:
+        set_value[s] = float(c[members_of[s]].max())
+        for w in set_waiters.pop(s, []):
+            blocked[w] -= 1
+            if blocked[w] == 0:
+                stack.append(w)
+
+    def settle(r: int) -> None:
+        """Count down the sets whose members on rank r are now computed."""
+        heap = watch[r]
+        while heap and heap[0][0] < done[r]:
+            _, s = heapq.heappop(heap)
+            pending[s] -= 1
+            if pending[s] == 0:
+                set_ready(s)
 
     while stack:
         r = stack.pop()
-        start, end = int(flat.offsets[r]), int(flat.offsets[r + 1])
-        mine = rank_recv[r]
+        start, end = offsets[r], offsets[r + 1]
         while True:
-            if ptr[r] >= len(mine):
-                segment(int(done[r]), end, start)
+            if ptr[r] >= rank_starts[r + 1]:
+                segment(done[r], end, start)
                 done[r] = end
+                settle(r)
                 finished += 1
                 break
-            u = int(mine[ptr[r]])
-            g = int(uniq[u])
-            segment(int(done[r]), g, start)
+            u = ptr[r]
+            g = uniq_l[u]
+            segment(done[r], g, start)
             done[r] = g
+            settle(r)
             sids = set_sorted[bounds[u]:bounds[u + 1]]
-            block = None
-            for s in sids.tolist():
-                if np.isnan(set_value[s]):
-                    block = blocker(s)
-                    if block is not None:
-                        break
-                    m = lm.set_members[lm.set_ptr[s]:lm.set_ptr[s + 1]]
-                    set_value[s] = c[m].max()
-            if block is not None:
-                waiters.setdefault(block[0], []).append((block[1], r))
+            for s in sids:
+                if set_value[s] is not None:
+                    continue
+                if pending[s] < 0:
+                    m = members_of[s]
+                    mr = flat.rank[m]
+                    todo = np.flatnonzero(m >= np.asarray(done)[mr])
+                    pending[s] = len(todo)
+                    if pending[s] == 0:
+                        set_value[s] = float(c[m].max())
+                        continue
+                    for e, b in zip(m[todo].tolist(), mr[todo].tolist()):
+                        heapq.heappush(watch[b], (e, s))
+                set_waiters.setdefault(s, []).append(r)
+                blocked[r] += 1
+            if blocked[r]:
                 break
-            c_loc = t[g] if g == start else max(t[g], c[g - 1] + max(p.delta, p.gamma * (t[g] - t[g - 1])))
-            need = float(np.max(set_value[sids] + lm.set_lmin[sids]))
+            if g == start:
+                c_loc = tl[g]
+            else:
+                step = gamma * (tl[g] - tl[g - 1])
+                c_loc = max(tl[g], float(c[g - 1]) + (step if step > delta else delta))
+            need = max(set_value[s] + lmin[s] for s in sids)
             if need > c_loc:
                 c[g] = need
                 jumps.append((g, need - c_loc, c_loc))
@@ -371,14 +421,8 @@ def _forward(t: np.ndarray, flat, lm: LogicalMessages, p: ClockParams):
                 c[g] = c_loc
             done[r] = g + 1
             ptr[r] += 1
-        # wake the ranks that waited for an event of r that is now computed
-        still = []
-        for need_evt, w in waiters.pop(r, []):
-            (stack.append(w) if need_evt < done[r] else still.append((need_evt, w)))
-        if still:
-            waiters[r] = still
     if finished < nranks:
-        stuck = sorted(set(range(nranks)) - {r for r in range(nranks) if done[r] == flat.offsets[r + 1]})
+        stuck = [r for r in range(nranks) if done[r] < offsets[r + 1]]
         raise UserError(f"clock correction: ranks {stuck[:8]} wait for each other in a cycle of messages; "
                         f"the trace's message order is inconsistent")
     return c, jumps
