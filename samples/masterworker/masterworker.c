@@ -16,8 +16,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#define TASK_WORK 6000000L     /* iterations per task on a worker */
-#define MERGE_WORK 3000000L     /* iterations per merged result on the master */
+#define TASK_WORK 2000000L     /* iterations per task on a worker */
+#define MERGE_WORK 4000000L     /* iterations per merged result on the master */
 #define TABLE 4096
 #define TAG_TASK 1
 #define TAG_STOP 2
@@ -102,7 +102,7 @@ int main(int argc, char **argv)
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
-    long tasks = argc > 1 ? atol(argv[1]) : 60;
+    long tasks = argc > 1 ? atol(argv[1]) : 40;
     if (size < 2) {
         if (rank == 0)
             fprintf(stderr, "masterworker: needs at least 2 ranks\n");
