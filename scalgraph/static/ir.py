@@ -19,6 +19,7 @@ _TARGET = re.compile(r'label %(' + _IDENT + r')')
 _CALLEE = re.compile(r'([@%]' + _IDENT + r')\(')
 _CALL_KW = re.compile(r'(?:^|=\s|\s)(?:(?:tail|musttail|notail)\s+)?(call|invoke|callbr)\s')
 _FIELD = re.compile(r'(\w+): ("(?:[^"\\]|\\.)*"|[^,()]+)')
+_LOCATION = re.compile(r'^!DILocation\(line: (\d+)(?:, column: \d+)?, scope: !(\d+)')
 _GLOBAL_REF = re.compile(r'@(' + _IDENT + r')')
 
 TERMINATORS = {"ret", "br", "switch", "indirectbr", "invoke", "callbr", "resume", "unreachable",
@@ -241,6 +242,11 @@ class DebugInfo:
             return ("", 0)
         got = self._loc.get(mid)
         if got is None:
+            fast = _LOCATION.match(self.md.get(mid, ""))
+            if fast:
+                got = (self.scope_file(int(fast.group(2))), int(fast.group(1)))
+                self._loc[mid] = got
+                return got
             f = self._f(mid)
             try:
                 line = int(f.get("line", "0"))

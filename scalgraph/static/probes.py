@@ -8,6 +8,7 @@ each block entry, so blocks of a contracted loop (one local throughout) get no s
 from __future__ import annotations
 
 import json
+import re
 import sys
 
 from scalgraph.errors import UserError
@@ -88,8 +89,12 @@ def rewrite(mod: Module, plans: list[FunctionPlan], part: dict, modhash: str) ->
     return "\n".join(out) + "\n"
 
 
+_IR_ESCAPE = re.compile(r'["\\]|[^\x20-\x7e]')
+
+
 def _ir_bytes(blob: bytes) -> str:
-    return "".join(chr(b) if 32 <= b < 127 and b not in (34, 92) else f"\\{b:02X}" for b in blob)
+    """An IR c"..." string body: printable ASCII as is, the rest as \\XX."""
+    return _IR_ESCAPE.sub(lambda m: f"\\{ord(m.group()):02X}", blob.decode("latin-1"))
 
 
 def _probe_function(plan: FunctionPlan, before: dict[int, list[str]]) -> None:
