@@ -278,3 +278,47 @@ def test_write_refuses_to_overwrite_and_to_write_invalid(tmp_path):
     assert not (tmp_path / "new.sgt").exists()
     with pytest.raises(UserError, match="unknown trace format"):
         write_trace(rich_trace(), tmp_path / "x", "csv")
+
+
+# ------------------------------------------------------------------- through the command line
+
+def _bad_inputs(tmp_path):
+    """name -> path of a bad input, each a different failure."""
+    out = {}
+    good = tmp_path / "good.sgt"
+    write_trace(rich_trace(), good, "binary")
+    data = good.read_bytes()
+    (tmp_path / "truncated.sgt").write_bytes(data[:len(data) // 2])
+    out["truncated binary"] = tmp_path / "truncated.sgt"
+    flipped = bytearray(data)
+    flipped[len(data) // 2] ^= 1
+    (tmp_path / "corrupt.sgt").write_bytes(bytes(flipped))
+    out["corrupt binary"] = tmp_path / "corrupt.sgt"
+    (tmp_path / "garbage.json").write_text('{"events": [[{"t": 0, "kind": ')
+    out["garbage json"] = tmp_path / "garbage.json"
+    for d in ("u", "c"):
+        (tmp_path / d).mkdir()
+    out["unmatched messages"] = _json_trace(tmp_path / "u", [_send(0, 1), _recv(0, 0) + _recv(3, 0)])
+    out["unknown communicator"] = _json_trace(tmp_path / "c", [_send(0, 1, comm=9), _recv(0, 0, comm=9)])
+    (tmp_path / "fake").mkdir()
+    (tmp_path / "fake" / "traces.otf2").write_bytes(b"\x03BOTF2" + os.urandom(40))
+    out["fake otf2 anchor"] = tmp_path / "fake" / "traces.otf2"
+    (tmp_path / "junkdir").mkdir()
+    (tmp_path / "junkdir" / "a.dat").write_bytes(os.urandom(64))
+    out["directory with garbage"] = tmp_path / "junkdir"
+    out["missing file"] = tmp_path / "nothing-here.otf2"
+    return out
+
+
+def test_command_line_reports_bad_input_in_one_line(tmp_path):
+    import subprocess
+    import sys
+    for name, path in _bad_inputs(tmp_path).items():
+        proc = subprocess.run([sys.executable, "-m", "scalgraph.cli", "trace", str(path)],
+                              capture_output=True, text=True, timeout=60)
+        err = proc.stderr.strip()
+        assert proc.returncode != 0, name
+        assert "Traceback" not in proc.stderr, (name, proc.stderr)
+        assert len(err.splitlines()) == 1, (name, proc.stderr)
+        assert err.startswith("scalgraph trace: ") and str(path) in err, (name, err)
+        assert proc.stdout == "", name
