@@ -31,6 +31,7 @@ class ControlFlow:
     regions: list[Region] = field(default_factory=list)
     block_region: list[int] = field(default_factory=list)   # innermost region of each block, -1 = top
     exceptional: set[int] = field(default_factory=set)      # reached only by unwinding (landing pads...)
+    order: list[int] = field(default_factory=list)           # position of each block in execution order
     branch_of_block: dict[int, int] = field(default_factory=dict)   # head block -> its BRANCH region
 
 
@@ -50,9 +51,35 @@ def analyse(fn: Function) -> ControlFlow:
     regions = [Region(LOOP, h, frozenset(body)) for h, body in loops] + branches
     cf = ControlFlow(succs, reachable, regions)
     cf.exceptional = reachable - _normal_reach(fn, succs)
+    cf.order = _execution_order(succs)
     _nest(cf, len(fn.blocks))
     cf.branch_of_block = {r.head: i for i, r in enumerate(regions) if r.kind == BRANCH}
     return cf
+
+
+def _execution_order(succs: list[list[int]]) -> list[int]:
+    """Reverse post-order (successors taken first-to-last, so a then-arm precedes its else-arm):
+    every block comes after the blocks that lead to it, back edges aside.  Optimised code is not
+    laid out in execution order, so vertices are ordered by this, not by the layout."""
+    n = len(succs)
+    post: list[int] = []
+    seen = [False] * n
+    if n:
+        seen[0] = True
+        stack = [(0, iter(reversed(succs[0])))]
+        while stack:
+            b, it = stack[-1]
+            nxt = next((s for s in it if not seen[s]), None)
+            if nxt is None:
+                post.append(b)
+                stack.pop()
+            else:
+                seen[nxt] = True
+                stack.append((nxt, iter(reversed(succs[nxt]))))
+    pos = [n + i for i in range(n)]                 # unreachable blocks last, in layout order
+    for i, b in enumerate(reversed(post)):
+        pos[b] = i
+    return pos
 
 
 def _normal_reach(fn: Function, succs: list[list[int]]) -> set[int]:

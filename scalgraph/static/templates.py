@@ -91,10 +91,10 @@ def local_tree(fn: Function, cf: cfg.ControlFlow, display_name: str, resolve) ->
             last = len(instrs) - 1 if b in cf.branch_of_block else -1
             for idx in range(len(instrs)):
                 if idx != last:
-                    items.append(((b, 0, idx), ("ins", b, idx)))
+                    items.append(((cf.order[b], 0, idx), ("ins", b, idx)))
         for ri in children_of.get(region, []):
             r = cf.regions[ri]
-            items.append(((r.head, -1 if r.kind == cfg.LOOP else 1, 0), ("reg", ri)))
+            items.append(((cf.order[r.head], -1 if r.kind == cfg.LOOP else 1, 0), ("reg", ri)))
         items.sort(key=lambda it: it[0])
         entries: list = []           # node ids, or [instrs, work, calls, last block, break] runs
         run: list | None = None
