@@ -99,7 +99,7 @@ def analyse(psg: PSG, profiles: Mapping[int, RunProfile], abnorm_thd: float = DE
 
     causes: dict[int, dict] = {}
     for path in paths:
-        v, r, c = _root_of(path, cost, loss_total, abnormal[scales[-1]])
+        v, r, c = _root_of(path, cost, loss_total, abnormal[scales[-1]], floor)
         if c < floor or c <= 0:
             continue
         if v not in causes or causes[v]["cost"] < c:
@@ -131,13 +131,14 @@ def _notes(multi: bool, startup_share: float, min_share: float, big: int) -> lis
     return notes
 
 
-def _root_of(path: Path, cost, loss_total, abnormal: list[Abnormal]) -> tuple[int, int, float]:
+def _root_of(path: Path, cost, loss_total, abnormal: list[Abnormal], floor: float) -> tuple[int, int, float]:
     costs = [cost(s.vertex, s.rank) for s in path.steps]
     best = int(np.argmax(costs)) if costs else 0
-    if costs and costs[best] > 0:
+    if costs and costs[best] >= floor and costs[best] > 0:
         s = path.steps[best]
         return s.vertex, s.rank, costs[best]
-    # nothing on the path did extra work: the start itself is all we can name (e.g. pure waiting)
+    # nothing on the path did significant extra work: the start itself is what we can name
+    # (a collective that scales badly by itself, or waiting whose cause the profile cannot show)
     v, r = path.start
     if path.reason == "non-scalable":
         return v, r, float(loss_total[v])
