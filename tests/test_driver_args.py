@@ -125,3 +125,11 @@ def test_max_loop_depth_from_environment(monkeypatch):
     monkeypatch.setenv("SCALGRAPH_MAX_LOOP_DEPTH", "deep")
     with pytest.raises(UserError, match="SCALGRAPH_MAX_LOOP_DEPTH"):
         max_loop_depth()
+
+
+def test_dependency_flags_get_their_own_step_named_after_the_object():
+    from scalgraph.static.driver import dependency_command, split_dependency_flags
+    rest, deps = split_dependency_flags(["-O2", "-MMD", "-MP", "-MF", "o/a.d", "-Iinc", "-MTx"])
+    assert rest == ["-O2", "-Iinc"] and deps == ["-MMD", "-MP", "-MF", "o/a.d", "-MTx"]
+    cmd = dependency_command(Compiler(("clang",)), rest, ["-MD"], "a.c", "o/a.o")
+    assert cmd == ["clang", "-O2", "-Iinc", "-M", "-MT", "o/a.o", "-MF", "o/a.d", "a.c"]

@@ -258,3 +258,13 @@ def test_machine_without_cc_builds_the_shim_with_our_clang(tmp_path, samples_dir
     sg("sgcc", ["-O1", str(samples_dir / "fig3" / "fig3.c"), "-o", "fig3"], tmp_path, mode, env=env)
     assert list((tmp_path / "cache").glob("shim-*/libscalgraph.so")), "the shim was built into the new cache"
     assert mpirun(tmp_path / "fig3", 4, cwd=tmp_path).startswith("sum=")
+
+
+def test_dependency_files_name_the_object_like_a_plain_compile(tmp_path, mode):
+    write_project(tmp_path)
+    (tmp_path / "obj").mkdir()
+    sg("sgcc", ["-MMD", "-Iinc", "-c", "helper.c", "-o", "obj/helper.o"], tmp_path, mode)
+    deps = (tmp_path / "obj" / "helper.d").read_text()
+    assert deps.startswith("obj/helper.o:") and "helper.h" in deps
+    sg("sgcc", ["-MD", "-MT", "custom", "-MF", "dep.txt", "-Iinc", "-c", "helper.c"], tmp_path, mode)
+    assert (tmp_path / "dep.txt").read_text().startswith("custom:")

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from conftest import require_tool
+from scalgraph.model.psg import LOOP
 from test_driver_build import HAVE_ZIG, MPICC, MPIEXEC, instrumentation_available, mpirun, sg
 
 
@@ -83,5 +84,5 @@ def test_max_loop_depth_reaches_the_graph(tmp_path, instrumented):
         sg("sgcc", ["-O0", "n.c", "-o", f"n{depth}"], tmp_path, instrumented,
            env={"SCALGRAPH_MAX_LOOP_DEPTH": depth})
         psg = json.loads((tmp_path / f"n{depth}.psg.json").read_text())
-        loops[depth] = sum(1 for k in psg["kind"] if k == 1)   # KINDS[1] == "LOOP"
+        loops[depth] = psg["kind"].count(LOOP)
     assert loops == {"1": 1, "10": 3}

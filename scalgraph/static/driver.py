@@ -141,10 +141,13 @@ def compile_source(tc: Toolchain, inv: Invocation, src: Source, out: str, tmp: s
     user = [*tc.extra_compile, *inv.compile_flags, *tc.mpi.compile]
     if not instrument or src.lang == "asm":
         return run([*comp.command, *comp.flags, "-c", *user, *lang_flags, src.path, "-o", out])
+    user, deps = split_dependency_flags(user)
     bitcode = os.path.join(tmp, Path(out).stem + ".bc")
     debug = [] if inv.has_debug else ["-g"]
     rc = run([*comp.command, *comp.flags, "-c", "-emit-llvm", *user, *debug, *lang_flags, src.path,
               "-o", bitcode])
+    if rc == 0 and deps:
+        rc = run(dependency_command(comp, [*user, *lang_flags], deps, src.path, out))
     if rc:
         return rc
     from scalgraph.static import instrument_bitcode
@@ -152,6 +155,32 @@ def compile_source(tc: Toolchain, inv: Invocation, src: Source, out: str, tmp: s
                                     max_loop_depth=max_depth)
     write_atomically(out, obj)
     return 0
+
+
+def split_dependency_flags(flags: list[str]) -> tuple[list[str], list[str]]:
+    """(flags without -MD/-MMD/-MF/-MT/-MQ/-MP, those flags).  They get a step of their own: zig's
+    clang writes no bitcode when they come with -emit-llvm, and they would name our temporary file."""
+    rest: list[str] = []
+    deps: list[str] = []
+    it = iter(flags)
+    for f in it:
+        if f in ("-MF", "-MT", "-MQ"):
+            deps += [f, next(it, "")]
+        elif f in ("-MD", "-MMD", "-MP") or f.startswith(("-MF", "-MT", "-MQ")):
+            deps.append(f)
+        else:
+            rest.append(f)
+    return rest, deps
+
+
+def dependency_command(comp: Compiler, flags: list[str], deps: list[str], src: str, out: str) -> list[str]:
+    """The -MD/-MMD side output as a preprocessor run (-M/-MM), with the names a plain compile uses."""
+    mode = "-MM" if "-MMD" in deps else "-M"
+    extra = [] if any(f.startswith(("-MT", "-MQ")) for f in deps) else ["-MT", out]
+    if not any(f.startswith("-MF") for f in deps):
+        extra += ["-MF", str(Path(out).with_suffix(".d"))]
+    kept = [f for f in deps if f not in ("-MD", "-MMD")]
+    return [*comp.command, *comp.flags, *flags, mode, *kept, *extra, src]
 
 
 def write_atomically(path: str, data: bytes) -> None:
