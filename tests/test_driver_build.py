@@ -268,3 +268,11 @@ def test_dependency_files_name_the_object_like_a_plain_compile(tmp_path, mode):
     assert deps.startswith("obj/helper.o:") and "helper.h" in deps
     sg("sgcc", ["-MD", "-MT", "custom", "-MF", "dep.txt", "-Iinc", "-c", "helper.c"], tmp_path, mode)
     assert (tmp_path / "dep.txt").read_text().startswith("custom:")
+
+
+def test_output_into_a_missing_directory_is_a_clear_error(tmp_path, mode):
+    write_project(tmp_path)
+    for args in (["-c", "-Iinc", "helper.c", "-o", "nodir/helper.o"],
+                 ["-Iinc", "-DFACTOR=1", "-DGREETING=\"x\"", "main.c", "helper.c", "-o", "nodir/app"]):
+        r = sg("sgcc", args, tmp_path, mode, check=False)
+        assert r.returncode != 0 and "nodir" in r.stderr

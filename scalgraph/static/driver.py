@@ -186,16 +186,25 @@ def dependency_command(comp: Compiler, flags: list[str], deps: list[str], src: s
 def write_atomically(path: str, data: bytes) -> None:
     """Write beside the target and rename, so a failure never leaves a half-written file."""
     directory = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".sg-", suffix=Path(path).suffix)
+    fd, tmp = private_file(directory, path)
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
         os.chmod(tmp, 0o644)
         os.replace(tmp, path)
-    except BaseException:
+    except OSError as e:
+        raise UserError(f"cannot write {path}: {e.strerror}") from None
+    finally:
         if os.path.exists(tmp):
             os.unlink(tmp)
-        raise
+
+
+def private_file(directory: str, target: str) -> tuple[int, str]:
+    """A new file beside the target, to rename over it once complete."""
+    try:
+        return tempfile.mkstemp(dir=directory, prefix=".sg-", suffix=Path(target).suffix)
+    except OSError as e:
+        raise UserError(f"cannot write {target}: {e.strerror} (in {directory})") from None
 
 
 def static_archives(inv: Invocation) -> list[str]:
@@ -233,7 +242,7 @@ def link(tc: Toolchain, inv: Invocation, objects: list[str], tmp: str, instrumen
             print(f"{PROGRAM_NAMES[tc.lang]}: warning: no object carries a scalgraph PSG part (none was "
                   f"built with sgcc/sgcxx/sgfort): {exe} is linked without instrumentation", file=sys.stderr)
     target_dir = os.path.dirname(os.path.abspath(exe))
-    fd, tmp_exe = tempfile.mkstemp(dir=target_dir, prefix=".sg-link-")
+    fd, tmp_exe = private_file(target_dir, exe)
     os.close(fd)
     try:
         rc = run([*tc.compiler.command, *tc.compiler.flags, *items, *tc.extra_link, *extra, *tc.mpi.link,
@@ -242,7 +251,10 @@ def link(tc: Toolchain, inv: Invocation, objects: list[str], tmp: str, instrumen
             return rc
         if psg is not None:
             write_atomically(exe + ".psg.json", json.dumps(psg.to_dict(), separators=(",", ":")).encode())
-        os.replace(tmp_exe, exe)
+        try:
+            os.replace(tmp_exe, exe)
+        except OSError as e:
+            raise UserError(f"cannot write {exe}: {e.strerror}") from None
     finally:
         if os.path.exists(tmp_exe):
             os.unlink(tmp_exe)
