@@ -188,3 +188,15 @@ def test_part_embedded_in_object_and_full_psg_in_tables(fig3_full):
     assert [f["name"] for p in parts for f in p["functions"]] == ["main", "foo"]
     assert ".scalgraph.psgfull" in tables and psg.hash() in tables
     assert json.loads(json.dumps(psg.to_dict()))["hash"] == psg.hash()
+
+
+def test_optimised_build_keeps_execution_order(tmp_path):
+    """At -O2 clang lays blocks out out of source order and inlines foo; vertices still follow
+    execution order (reverse post-order of the CFG) and every MPI call keeps its line."""
+    need_clang()
+    psg = build_psg([FIG3], tmp_path, opt="-O2")[0]
+    top = [psg.name[c] for c in psg.children[0]]
+    assert top.index("loop") < top.index("MPI_Bcast") < top.index("MPI_Finalize")
+    for name in ("MPI_Send", "MPI_Recv", "MPI_Bcast"):
+        lines = {psg.line_first[v] for v in range(len(psg)) if psg.name[v] == name}
+        assert lines == {line_of(FIG3, name + "(")}
