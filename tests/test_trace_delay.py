@@ -167,3 +167,15 @@ def test_pipeline_chain_is_fully_explained(works):
     assert res.unexplained == pytest.approx(0.0, abs=1e-12)
     assert res.total == pytest.approx(float(res.waits["wait"].sum()), abs=1e-9)
     assert patterns.PATTERN_INDEX["late_sender"] in set(res.waits["pattern"].tolist()) or len(res.waits) == 0
+
+
+def test_chunked_analysis_equals_one_chunk(monkeypatch):
+    b = build_random(4, [("msg", 0, 1, [1.0, 0.2, 0.5, 0.1], "fgh" + "f"), ("barrier", 0, 0, [0.3, 2.0, 0.1, 0.4], "ffgh"),
+                         ("msg", 1, 2, [0.5, 0.1, 1.5, 0.2], "ghff"), ("bcast", 3, 0, [0.2, 0.2, 0.9, 1.7], "fffg"),
+                         ("allreduce", 0, 0, [1.1, 0.1, 0.1, 0.1], "hhhh")])
+    fwd, whole = analyse(b)
+    monkeypatch.setattr(delay, "CHUNK", 2)
+    chunked = delay.delay_analysis(fwd)
+    assert len(whole.waits) > 4
+    assert np.allclose(whole.short_term, chunked.short_term) and np.allclose(whole.long_term, chunked.long_term)
+    assert np.allclose(whole.gamma, chunked.gamma)

@@ -88,13 +88,24 @@ def exclusive_pieces(ctx: ReplayContext, rank, t0, t1):
     return ids, ctx.cp_after_ext[g], vals
 
 
-def wait_pieces(ctx: ReplayContext, waits: np.ndarray, rank, t0, t1):
-    """Waiting time of `waits` inside [t0, t1] on `rank`: triplets (interval, wait row, time)."""
+def wait_index(ctx: ReplayContext, waits: np.ndarray):
+    """Waits sorted by (rank, start), with per-rank bounds and running maxima of their ends."""
     start = ctx.time[waits["op"]]
     end = start + waits["wait"]
     order = np.lexsort((start, waits["rank"]))
     wr, ws, we = waits["rank"][order], start[order], end[order]
     bounds = np.searchsorted(wr, np.arange(ctx.nranks + 1))
+    cum_end = we.copy()
+    for r in range(ctx.nranks):                        # waits may touch; ends stay searchable
+        a, b = bounds[r], bounds[r + 1]
+        if b > a:
+            cum_end[a:b] = np.maximum.accumulate(we[a:b])
+    return order, ws, we, cum_end, bounds
+
+
+def wait_pieces(ctx: ReplayContext, waits: np.ndarray, rank, t0, t1, index=None):
+    """Waiting time of `waits` inside [t0, t1] on `rank`: triplets (interval, wait row, time)."""
+    order, ws, we, cum_end, bounds = index if index is not None else wait_index(ctx, waits)
     lo = np.zeros(len(rank), np.int64)
     hi = np.full(len(rank), -1, np.int64)
     for r in np.unique(rank).tolist():
@@ -102,8 +113,7 @@ def wait_pieces(ctx: ReplayContext, waits: np.ndarray, rank, t0, t1):
         if a == b:
             continue
         sel = np.flatnonzero(rank == r)
-        cum_end = np.maximum.accumulate(we[a:b])      # waits may touch; ends stay searchable
-        lo[sel] = a + np.searchsorted(cum_end, t0[sel], "right")
+        lo[sel] = a + np.searchsorted(cum_end[a:b], t0[sel], "right")
         hi[sel] = a + np.searchsorted(ws[a:b], t1[sel], "left") - 1
     ids, j = _expand(lo, hi)
     amount = waitops.overlap(ws[j], we[j], t0[ids], t1[ids])
@@ -111,11 +121,11 @@ def wait_pieces(ctx: ReplayContext, waits: np.ndarray, rank, t0, t1):
     return ids[keep], order[j[keep]], amount[keep]
 
 
-def processing_profiles(ctx, waits, rank, t0, t1):
+def processing_profiles(ctx, waits, rank, t0, t1, index=None):
     """Processing time (exclusive time minus waiting) per interval and call path, summed:
     (interval, call path, time) for the non-empty entries; plus the wait triplets."""
     ei, ec, ea = exclusive_pieces(ctx, rank, t0, t1)
-    wi, ww, wa = wait_pieces(ctx, waits, rank, t0, t1)
+    wi, ww, wa = wait_pieces(ctx, waits, rank, t0, t1, index)
     wc = ctx.nest.callpath[waits["op"][ww]]
     ncp = ctx.ncallpaths
     ids, cps, vals = _sum_by_key(np.concatenate((ei, wi)), np.concatenate((ec, wc)),
@@ -124,6 +134,7 @@ def processing_profiles(ctx, waits, rank, t0, t1):
     return (ids[inside], cps[inside], vals[inside]), (wi, ww, wa)
 
 
+CHUNK = 1 << 15          # wait states per chunk of the delay analysis
 DENSE_LIMIT = 1 << 25     # keys up to this use a dense bincount (O(n)), larger ones a sort
 
 
@@ -222,14 +233,26 @@ def delay_analysis(fwd: ForwardResult) -> DelayResult:
                              np.concatenate((r_end, d_end)))
     r_start, d_start = starts[:n], starts[n:]
 
-    (ri, rc, rv), _ = processing_profiles(ctx, waits, r_rank, r_start, r_end)
-    (di, dc, dv), (wi, ww, wa) = processing_profiles(ctx, waits, d_rank, d_start, d_end)
-    # Δ_i[c] = max(p_d[c] - p_r[c], 0)
-    ids, cps, diff = _sum_by_key(np.concatenate((di, ri)), np.concatenate((dc, rc)),
-                                 np.concatenate((dv, -rv)), ncp)
-    delta = waitops.difference_profile(diff, 0.0)
-    sum_delta = np.bincount(ids, weights=delta, minlength=n)[:n]
-    w_d = np.bincount(wi, weights=wa, minlength=n)[:n]
+    # in chunks of wait states, so that the expanded interval pieces stay small (memory, caches)
+    index = wait_index(ctx, waits)
+    parts, m_parts = [], []
+    sum_delta, w_d = np.zeros(n), np.zeros(n)
+    for lo in range(0, n, CHUNK):
+        sl = slice(lo, min(n, lo + CHUNK))
+        (ri, rc, rv), _ = processing_profiles(ctx, waits, r_rank[sl], r_start[sl], r_end[sl], index)
+        (di, dc, dv), (wi, ww, wa) = processing_profiles(ctx, waits, d_rank[sl], d_start[sl], d_end[sl], index)
+        # Δ_i[c] = max(p_d[c] - p_r[c], 0)
+        ids, cps, diff = _sum_by_key(np.concatenate((di, ri)), np.concatenate((dc, rc)),
+                                     np.concatenate((dv, -rv)), ncp)
+        delta = waitops.difference_profile(diff, 0.0)
+        pos = delta > 0
+        ids, cps, delta = ids[pos] + lo, cps[pos], delta[pos]
+        parts.append((ids, cps, delta))
+        m_parts.append((ww, wi + lo, wa))
+        sum_delta += np.bincount(ids, weights=delta, minlength=n)[:n]
+        w_d += np.bincount(wi + lo, weights=wa, minlength=n)[:n]
+    ids, cps, delta = (np.concatenate(x) for x in zip(*parts)) if parts else (np.zeros(0, np.int64),) * 3
+    ww, wi, wa = (np.concatenate(x) for x in zip(*m_parts)) if m_parts else (np.zeros(0, np.int64),) * 3
     s = waitops.delay_scale(sum_delta, w_d)
 
     gamma = _solve_gamma(ww, wi, s[wi] * wa, omega, t[waits["op"]] + omega)

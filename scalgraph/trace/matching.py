@@ -98,95 +98,107 @@ _STEP = np.zeros(256, np.int8)
 _STEP[tm.ENTER], _STEP[tm.EXIT] = 1, -1
 
 
-def _last_enter_at_level(keys, enters, flat_rank, level, pos):
-    """For each query (level, pos): the last ENTER at `level` before `pos` on the same rank, or -1.
-    `keys` = level * (n + 1) + position of the ENTERs `enters`, sorted."""
-    n1 = len(flat_rank) + 1
-    q = level.astype(np.int64) * n1 + pos
+def _last_enter_at_level(keys, enters, level, pos, m1):
+    """For each query (level, pos) on one rank: the last ENTER at `level` before `pos`, or -1.
+    `keys` = level * m1 + position of the ENTERs `enters`, sorted."""
+    q = level.astype(np.int64) * m1 + pos
     j = np.searchsorted(keys, q, side="left") - 1
     jj = np.maximum(j, 0)
-    found = enters[jj] if len(enters) else np.zeros(len(q), np.int64)
-    ok = (j >= 0) & (level > 0)
-    if len(enters):
-        ok &= (keys[jj] // n1 == level) & (flat_rank[found] == flat_rank[pos])
-    return np.where(ok, found, -1)
+    if len(enters) == 0:
+        return np.full(len(q), -1, np.int64)
+    ok = (j >= 0) & (level > 0) & (keys[jj] // m1 == level)
+    return np.where(ok, enters[jj], -1)
 
 
-def match_regions(flat: Flat) -> Nesting:
-    kind = flat.ev["kind"]
-    n = len(kind)
+class _CallPathTable:
+    """Interns (parent call path, region) pairs into dense call-path ids shared by all ranks."""
+
+    def __init__(self, nreg: int):
+        self.nreg = nreg
+        self.ids: dict[int, int] = {}
+        self.parent: list[int] = []
+        self.region: list[int] = []
+
+    def lookup(self, keys: np.ndarray) -> np.ndarray:
+        out = np.empty(len(keys), np.int64)
+        for i, k in enumerate(keys.tolist()):         # one step per distinct call path of a rank
+            cid = self.ids.get(k)
+            if cid is None:
+                cid = self.ids[k] = len(self.parent)
+                self.parent.append(k // self.nreg - 1)
+                self.region.append(k % self.nreg - 1)
+            out[i] = cid
+        return out
+
+
+def _match_rank(kind, region, table: _CallPathTable, rank: int):
+    """Nesting of one rank's events (local indices): partner, owner, callpath, cp_after."""
+    m = len(kind)
     step = _STEP[kind]
     depth = np.cumsum(step, dtype=np.int64)
-    # restart the running depth at each rank
-    starts = flat.offsets[:-1]
-    base = np.zeros(flat.nranks, np.int64)
-    nonempty = flat.offsets[1:] > starts
-    base[nonempty] = depth[starts[nonempty]] - step[starts[nonempty]]
-    depth -= np.repeat(base, np.diff(flat.offsets))
-    if n and depth.min() < 0:
+    if m and depth.min() < 0:
         bad = int(np.argmax(depth < 0))
-        raise UserError(f"rank {flat.rank[bad]}: EXIT without a matching ENTER at event "
-                        f"{bad - flat.offsets[flat.rank[bad]]}; the trace is corrupt or truncated at the front")
-    pos = np.arange(n, dtype=np.int64)
+        raise UserError(f"rank {rank}: EXIT without a matching ENTER at event {bad}; "
+                        f"the trace is corrupt or truncated at the front")
     is_enter, is_exit = step > 0, step < 0
-    # ENTER opens level depth_after; EXIT closes level depth_after + 1
-    level = depth + is_exit
+    level = depth + is_exit                           # ENTER opens depth_after, EXIT closes depth_after + 1
     ee = np.flatnonzero(step)
     lv = level[ee]
-    lv = lv.astype(np.int16) if len(lv) and lv.max() < 32000 else lv
-    ee = ee[np.argsort(lv, kind="stable")]          # by (level, position): radix sort on small ints
-    partner = np.full(n, -1, np.int64)
-    # within one (rank, level) the sequence is ENTER, EXIT, ENTER, EXIT ...
-    a, b = ee[:-1], ee[1:]
-    pair = is_enter[a] & is_exit[b] & (level[a] == level[b]) & (flat.rank[a] == flat.rank[b])
-    a, b = a[pair], b[pair]
-    partner[a], partner[b] = b, a
-    # ENTERs left open at the end of a rank are tolerated (truncated run); a stray EXIT is not
-    stray = is_exit & (partner < 0)
+    ee = ee[np.argsort(lv.astype(np.int16) if len(lv) and lv.max() < 32000 else lv, kind="stable")]
+    partner = np.full(m, -1, np.int64)
+    a, b = ee[:-1], ee[1:]                            # per level: ENTER, EXIT, ENTER, EXIT ...
+    pair = is_enter[a] & is_exit[b] & (level[a] == level[b])
+    partner[a[pair]], partner[b[pair]] = b[pair], a[pair]
+    stray = is_exit & (partner < 0)                   # ENTERs left open at the end are tolerated
     if np.any(stray):
-        bad = int(np.flatnonzero(stray)[0])
-        raise UserError(f"rank {flat.rank[bad]}: EXIT without a matching ENTER at event "
-                        f"{bad - flat.offsets[flat.rank[bad]]}; the trace is corrupt")
-
-    enters = ee[is_enter[ee]]                        # sorted by (level, position)
-    keys = level[enters] * (n + 1) + enters
-    enter_idx = np.flatnonzero(is_enter)             # sorted by position
-    enter_level = level[enter_idx]
-    # owner: ENTER itself, EXIT's ENTER, other events the innermost open region (level = depth)
+        raise UserError(f"rank {rank}: EXIT without a matching ENTER at event {int(np.flatnonzero(stray)[0])}; "
+                        f"the trace is corrupt")
+    enters = ee[is_enter[ee]]                         # sorted by (level, position)
+    m1 = m + 1
+    keys = level[enters] * m1 + enters
+    enter_idx = np.flatnonzero(is_enter)
     other = np.flatnonzero(step == 0)
-    owner = np.empty(n, np.int64)
+    owner = np.empty(m, np.int64)
     owner[enter_idx] = enter_idx
     owner[is_exit] = partner[is_exit]
-    owner[other] = _last_enter_at_level(keys, enters, flat.rank, depth[other], other)
-    parent_enter = _last_enter_at_level(keys, enters, flat.rank, enter_level - 1, enter_idx)
+    owner[other] = _last_enter_at_level(keys, enters, depth[other], other, m1)
+    parent_enter = _last_enter_at_level(keys, enters, level[enter_idx] - 1, enter_idx, m1)
 
-    # call-path ids, level by level: a call path is (parent call path, region)
-    region = flat.ev["region"].astype(np.int64)
-    nreg = int(region.max()) + 2 if n else 1
-    cp_of_enter = np.full(n, -1, np.int64)
-    cp_parent: list[np.ndarray] = []
-    cp_region: list[np.ndarray] = []
-    ncp = 0
-    bounds = np.searchsorted(level[enters], np.arange(int(enter_level.max()) + 2 if len(enter_level) else 1))
-    for lv_ in range(1, len(bounds) - 1):
+    cp_of_enter = np.full(m, -1, np.int64)
+    bounds = np.searchsorted(level[enters], np.arange(int(level[enters].max()) + 2 if len(enters) else 1))
+    for lv_ in range(1, len(bounds) - 1):             # parents get their ids one level earlier
         sel = enters[bounds[lv_]:bounds[lv_ + 1]]
         par = parent_enter[np.searchsorted(enter_idx, sel)]
         pcp = np.where(par >= 0, cp_of_enter[np.maximum(par, 0)], -1)
-        key = (pcp + 1) * nreg + (region[sel] + 1)
-        uniq, inv = np.unique(key, return_inverse=True)
-        cp_of_enter[sel] = ncp + inv
-        cp_parent.append(uniq // nreg - 1)
-        cp_region.append(uniq % nreg - 1)
-        ncp += len(uniq)
+        uniq, inv = np.unique((pcp + 1) * table.nreg + (region[sel] + 1), return_inverse=True)
+        cp_of_enter[sel] = table.lookup(uniq)[inv]
     callpath = np.where(owner >= 0, cp_of_enter[np.maximum(owner, 0)], -1)
     cp_after = callpath.copy()
-    # after an EXIT the time belongs to the parent region
-    ex = np.flatnonzero(is_exit)
+    ex = np.flatnonzero(is_exit)                      # after an EXIT the time is the parent's
     par_of_exit = parent_enter[np.searchsorted(enter_idx, partner[ex])]
     cp_after[ex] = np.where(par_of_exit >= 0, cp_of_enter[np.maximum(par_of_exit, 0)], -1)
+    return partner, owner, callpath, cp_after
+
+
+def match_regions(flat: Flat) -> Nesting:
+    """ENTER/EXIT pairs, owners and call paths, one rank at a time (ranks are independent, and
+    rank-sized arrays stay in cache)."""
+    kind = flat.ev["kind"]
+    region = flat.ev["region"].astype(np.int64)
+    n = len(kind)
+    table = _CallPathTable(int(region.max()) + 2 if n else 1)
+    partner = np.empty(n, np.int64)
+    owner = np.empty(n, np.int64)
+    callpath = np.empty(n, np.int64)
+    cp_after = np.empty(n, np.int64)
+    for r in range(flat.nranks):
+        a, b = int(flat.offsets[r]), int(flat.offsets[r + 1])
+        pa, ow, cp, ca = _match_rank(kind[a:b], region[a:b], table, r)
+        partner[a:b] = np.where(pa >= 0, pa + a, -1)
+        owner[a:b] = np.where(ow >= 0, ow + a, -1)
+        callpath[a:b], cp_after[a:b] = cp, ca
     return Nesting(partner=partner, owner=owner, callpath=callpath, cp_after=cp_after,
-                   cp_parent=np.concatenate(cp_parent) if cp_parent else np.zeros(0, np.int64),
-                   cp_region=np.concatenate(cp_region) if cp_region else np.zeros(0, np.int64))
+                   cp_parent=np.array(table.parent, np.int64), cp_region=np.array(table.region, np.int64))
 
 
 def callpath_names(nest: Nesting, regions: list[tm.Region]) -> list[str]:
