@@ -33,6 +33,12 @@ STARTUP = frozenset({"MPI_Init", "MPI_Init_thread", "MPI_Finalize"})
 MAX_STARTS = 32           # backtracking starts per kind: enough for any report, bounded cost
 
 
+def least_time_in_call(profile: RunProfile) -> np.ndarray:
+    """[V] the smallest time any rank that made the call spent in it (0 where nobody called)."""
+    t = np.where(profile.calls > 0, profile.time, np.inf).min(axis=0) if profile.nranks else np.zeros(profile.nvertices)
+    return np.where(np.isfinite(t), t, 0.0)
+
+
 def run_time(profile: RunProfile) -> float:
     return float(profile.time.sum(axis=1).max()) if profile.nranks else 0.0
 
@@ -56,12 +62,17 @@ def analyse(psg: PSG, profiles: Mapping[int, RunProfile], abnorm_thd: float = DE
     y_total = np.zeros((nv, len(scales)))
     y_own = np.zeros((nv, len(scales)))
     y_max = np.zeros((nv, len(scales)))
+    is_mpi = np.array([psg.kind_name(v) == "MPI" for v in range(nv)], dtype=bool)
     for i, p in enumerate(scales):
         prof = profiles[p]
         own = own_time(psg, prof)
         times[p] = run_time(prof)
         y_total[:, i] = merged(prof.time, clusters)
-        y_own[:, i] = merged(own, clusters)
+        # an MPI call's own cost is at least what the rank that waited least spent in it (the shim
+        # may count all time inside MPI as waiting); that is how a collective that is slow by
+        # itself shows its scaling loss
+        y_own[:, i] = np.where(is_mpi, np.maximum(merged(own, clusters), least_time_in_call(prof)),
+                               merged(own, clusters))
         y_max[:, i] = prof.time.max(axis=0) if prof.nranks else 0.0
         abnormal[p] = find_abnormal(psg, prof, abnorm_thd, min_share * times[p], own)
     big, own_big = prof, own          # the loop ends on the largest scale
@@ -99,7 +110,7 @@ def analyse(psg: PSG, profiles: Mapping[int, RunProfile], abnorm_thd: float = DE
 
     causes: dict[int, dict] = {}
     for path in paths:
-        v, r, c = _root_of(path, cost, loss_total, abnormal[scales[-1]], floor)
+        v, r, c = _root_of(path, cost, loss_own, floor)
         if c < floor or c <= 0:
             continue
         if v not in causes or causes[v]["cost"] < c:
@@ -131,18 +142,16 @@ def _notes(multi: bool, startup_share: float, min_share: float, big: int) -> lis
     return notes
 
 
-def _root_of(path: Path, cost, loss_total, abnormal: list[Abnormal], floor: float) -> tuple[int, int, float]:
+def _root_of(path: Path, cost, loss_own: np.ndarray, floor: float) -> tuple[int, int, float]:
     costs = [cost(s.vertex, s.rank) for s in path.steps]
     best = int(np.argmax(costs)) if costs else 0
     if costs and costs[best] >= floor and costs[best] > 0:
         s = path.steps[best]
         return s.vertex, s.rank, costs[best]
-    # nothing on the path did significant extra work: the start itself is what we can name
-    # (a collective that scales badly by itself, or waiting whose cause the profile cannot show)
+    # nothing on the path did significant extra work: a non-scalable start is named with its own
+    # loss (e.g. a collective that is slow by itself); waiting with no visible cause is no cause
     v, r = path.start
-    if path.reason == "non-scalable":
-        return v, r, float(loss_total[v])
-    return v, r, max((a.cost for a in abnormal if a.vertex == v), default=0.0)
+    return v, r, float(loss_own[v]) if path.reason == "non-scalable" else 0.0
 
 
 def _where(psg: PSG, v: int) -> dict:
