@@ -27,7 +27,7 @@ def rich_trace() -> tm.Trace:
     b.send(3, 5, 6, dst=1, tag=2, comm=5).recv(1, 6, 7, src=3, tag=2, comm=5)
     # non-blocking on comm 7 = [0, 2]
     b.enter(0, 8, "MPI_Isend").ev(0, 8, tm.ISEND, peer=2, tag=4, comm=7, nbytes=64, request=17).exit(0, 9, "MPI_Isend")
-    b.enter(2, 8, "MPI_Irecv").ev(2, 8, tm.IRECV_REQUEST, request=3).exit(2, 8.5, "MPI_Irecv")
+    b.enter(2, 8, "MPI_Irecv").ev(2, 8, tm.IRECV_REQUEST, comm=7, request=3).exit(2, 8.5, "MPI_Irecv")
     b.enter(0, 10, "MPI_Wait").ev(0, 11, tm.ISEND_COMPLETE, request=17).exit(0, 11, "MPI_Wait")
     b.enter(2, 10, "MPI_Wait").ev(2, 12, tm.IRECV, peer=0, tag=4, comm=7, nbytes=64, request=3).exit(2, 12, "MPI_Wait")
     # a cancelled receive on rank 0

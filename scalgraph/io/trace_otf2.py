@@ -6,7 +6,8 @@ location order of MPI_COMM_WORLD) and the COMM_GROUP groups; without COMM_LOCATI
 location groups in definition order are the ranks.  Only the first CPU thread of each process is
 read (pure MPI); events of other threads are counted in meta["otf2_skipped_events"].  Times become
 seconds since the trace's global offset (or exactly what scalgraph wrote, see below).  OTF2's
-COLLECTIVE_BEGIN carries no communicator; each COLL_BEGIN gets the one of its COLL_END.
+COLLECTIVE_BEGIN and IRECV_REQUEST carry no communicator; they get the one of the COLL_END / IRECV
+that completes them.
 
 Writing emits: one PROCESS location group per rank with id = rank, one CPU_THREAD location each,
 one COMM_LOCATIONS group first, then one COMM_GROUP + COMM per communicator, MPI regions with
@@ -34,6 +35,7 @@ from scalgraph.model.trace import (COLL_BEGIN, COLL_END, ENTER, EXIT, IRECV, IRE
 
 RESOLUTION = 1_000_000_000          # ticks per second we write
 UNDEFINED_U32 = 0xFFFFFFFF
+UNDEFINED_U64 = 2**64 - 1
 META_ATTRIBUTE = "scalgraph"
 
 # MPI name (lower case, without MPI_) -> (OTF2 collective op name, Score-P region role name)
@@ -81,7 +83,6 @@ def read_otf2(anchor: str | os.PathLike) -> Trace:
 
 
 def _read_archive(anchor, stem, reader, reader_cm) -> Trace:
-    from otf2 import events as E
     from otf2.enums import GroupType, LocationType, Paradigm
     try:
         defs = reader.definitions
@@ -95,76 +96,9 @@ def _read_archive(anchor, stem, reader, reader_cm) -> Trace:
         regions, region_index = _read_regions(defs, saved)
         comms, comm_id, self_comm_refs = _read_comms(defs, rank_of, GroupType, saved)
         windows, win_id, win_members = _read_windows(defs, comms, comm_id, saved)
-        rows: list[list[tuple]] = [[] for _ in range(nranks)]
-        skipped = 0
-        next_self = max(comms, default=-1) + 1
-        self_ids: dict[tuple[int, int], int] = {}
-
-        def comm_of(comm, rank):
-            nonlocal next_self
-            if comm._ref in self_comm_refs:     # MPI_COMM_SELF: a one-member communicator per rank
-                key = (comm._ref, rank)
-                if key not in self_ids:
-                    self_ids[key] = next_self
-                    comms[next_self] = [rank]
-                    next_self += 1
-                return self_ids[key]
-            if comm._ref not in comm_id:
-                raise UserError(f"{anchor}: event refers to communicator {comm.name!r} whose group is not an MPI group")
-            return comm_id[comm._ref]
-
-        def world(cid, crank):
-            members = comms[cid]
-            if not 0 <= crank < len(members):
-                raise UserError(f"{anchor}: rank {crank} is outside communicator {cid} of size {len(members)}")
-            return members[crank]
-
-        for location, ev in reader.events:
-            rank = rank_of.get(location._ref)
-            if rank is None:
-                skipped += 1
-                continue
-            t = ev.time
-            out = rows[rank]
-            if isinstance(ev, E.Enter):
-                out.append((t, ENTER, region_index[ev.region._ref], -1, 0, -1, 0, 0, -1))
-            elif isinstance(ev, E.Leave):
-                out.append((t, EXIT, region_index[ev.region._ref], -1, 0, -1, 0, 0, -1))
-            elif isinstance(ev, (E.MpiSend, E.MpiIsend)):
-                c = comm_of(ev.communicator, rank)
-                req = ev.request_id if isinstance(ev, E.MpiIsend) else -1
-                out.append((t, ISEND if req != -1 else SEND, -1, world(c, ev.receiver), ev.msg_tag, c,
-                            ev.msg_length, 0, req))
-            elif isinstance(ev, (E.MpiRecv, E.MpiIrecv)):
-                c = comm_of(ev.communicator, rank)
-                req = ev.request_id if isinstance(ev, E.MpiIrecv) else -1
-                out.append((t, IRECV if req != -1 else RECV, -1, world(c, ev.sender), ev.msg_tag, c,
-                            ev.msg_length, 0, req))
-            elif isinstance(ev, E.MpiIsendComplete):
-                out.append((t, ISEND_COMPLETE, -1, -1, 0, -1, 0, 0, ev.request_id))
-            elif isinstance(ev, E.MpiIrecvRequest):
-                out.append((t, IRECV_REQUEST, -1, -1, 0, -1, 0, 0, ev.request_id))
-            elif isinstance(ev, E.MpiRequestCancelled):
-                out.append((t, REQUEST_CANCELLED, -1, -1, 0, -1, 0, 0, ev.request_id))
-            elif isinstance(ev, E.MpiCollectiveBegin):
-                out.append((t, COLL_BEGIN, -1, -1, 0, -1, 0, 0, -1))
-            elif isinstance(ev, E.MpiCollectiveEnd):
-                c = comm_of(ev.communicator, rank)
-                root = -1 if ev.root == UNDEFINED_U32 else world(c, ev.root)
-                out.append((t, COLL_END, -1, root, 0, c, ev.size_sent, ev.size_received, -1))
-            elif isinstance(ev, (E.RmaPut, E.RmaGet, E.RmaAtomic, E.RmaSync)):
-                w = win_id[ev.win._ref]
-                members = win_members[w]
-                target = -1 if ev.remote == UNDEFINED_U32 or ev.remote >= len(members) else members[ev.remote]
-                if isinstance(ev, E.RmaSync):
-                    out.append((t, RMA_SYNC, -1, target, 0, w, 0, 0, -1))
-                elif isinstance(ev, E.RmaAtomic):
-                    out.append((t, RMA_ACC, -1, target, 0, w, ev.bytes_sent, ev.bytes_received, _req(ev.matching_id)))
-                else:
-                    out.append((t, RMA_PUT if isinstance(ev, E.RmaPut) else RMA_GET, -1, target, 0, w,
-                                ev.bytes, 0, _req(ev.matching_id)))
-            # other records (metrics, parameters, buffer flushes, OpenMP) carry nothing this model holds
-        events = [_to_array(r, zero, res) for r in rows]
+        raw = _raw_events(reader)
+        events, skipped = _translate(raw, anchor, nranks, rank_of, region_index, comms, comm_id, self_comm_refs,
+                                     win_id, win_members, zero, res)
         meta = dict(saved.get("meta", {})) if saved else {"source": "otf2", "otf2_timer_resolution": res}
         if skipped:
             meta["otf2_skipped_events"] = skipped
@@ -176,6 +110,145 @@ def _read_archive(anchor, stem, reader, reader_cm) -> Trace:
                         f"copy the whole archive directory or record it again") from None
     finally:
         reader_cm.__exit__(None, None, None)
+
+
+# Raw record: (location ref, ticks, kind, region ref, peer in comm/window ranks, tag, comm or window ref,
+# bytes, bytes received, request).  Built straight from libotf2's callbacks: constructing otf2's event
+# objects costs several times more than the reading itself.
+_RAW = ("loc", "ticks", "kind", "region", "peer", "tag", "comm", "bytes", "bytes_recv", "request")
+_RAW_DTYPE = np.dtype([(name, "<u8" if name in ("loc", "ticks", "request") else "<i8") for name in _RAW])
+
+
+def _raw_events(reader) -> list[tuple]:
+    import _otf2
+    rows: list[tuple] = []
+    NOREQ = UNDEFINED_U64
+    add = rows.append
+    cb = {
+        "Enter": lambda loc, t, u, a, reg: add((loc, t, ENTER, reg, -1, 0, -1, 0, 0, NOREQ)),
+        "Leave": lambda loc, t, u, a, reg: add((loc, t, EXIT, reg, -1, 0, -1, 0, 0, NOREQ)),
+        "MpiSend": lambda loc, t, u, a, peer, comm, tag, n: add((loc, t, SEND, -1, peer, tag, comm, n, 0, NOREQ)),
+        "MpiIsend": lambda loc, t, u, a, peer, comm, tag, n, req: add((loc, t, ISEND, -1, peer, tag, comm, n, 0, req)),
+        "MpiRecv": lambda loc, t, u, a, peer, comm, tag, n: add((loc, t, RECV, -1, peer, tag, comm, n, 0, NOREQ)),
+        "MpiIrecv": lambda loc, t, u, a, peer, comm, tag, n, req: add((loc, t, IRECV, -1, peer, tag, comm, n, 0, req)),
+        "MpiIsendComplete": lambda loc, t, u, a, req: add((loc, t, ISEND_COMPLETE, -1, -1, 0, -1, 0, 0, req)),
+        "MpiIrecvRequest": lambda loc, t, u, a, req: add((loc, t, IRECV_REQUEST, -1, -1, 0, -1, 0, 0, req)),
+        "MpiRequestCancelled": lambda loc, t, u, a, req: add((loc, t, REQUEST_CANCELLED, -1, -1, 0, -1, 0, 0, req)),
+        "MpiCollectiveBegin": lambda loc, t, u, a: add((loc, t, COLL_BEGIN, -1, -1, 0, -1, 0, 0, NOREQ)),
+        "MpiCollectiveEnd": lambda loc, t, u, a, op, comm, root, n, m: add((loc, t, COLL_END, -1, root, 0, comm, n, m, NOREQ)),
+        "RmaPut": lambda loc, t, u, a, win, peer, n, mid: add((loc, t, RMA_PUT, -1, peer, 0, win, n, 0, mid)),
+        "RmaGet": lambda loc, t, u, a, win, peer, n, mid: add((loc, t, RMA_GET, -1, peer, 0, win, n, 0, mid)),
+        "RmaAtomic": lambda loc, t, u, a, win, peer, typ, n, m, mid: add((loc, t, RMA_ACC, -1, peer, 0, win, n, m, mid)),
+        "RmaSync": lambda loc, t, u, a, win, peer, typ: add((loc, t, RMA_SYNC, -1, peer, 0, win, 0, 0, NOREQ)),
+    }
+    handle = reader._get_global_evt_reader_handle(None)
+    cbs = _otf2.GlobalEvtReaderCallbacks_New()
+    for name, fn in cb.items():
+        getattr(_otf2, f"GlobalEvtReaderCallbacks_Set{name}Callback")(cbs, fn)
+    _otf2.GlobalEvtReader_SetCallbacks(handle, cbs, None)
+    _otf2.GlobalEvtReaderCallbacks_Delete(cbs)
+    batch = 1 << 16
+    while _otf2.GlobalEvtReader_ReadEvents(handle, batch) == batch:
+        pass
+    return rows
+
+
+def _lookup(mapping: dict[int, int], keys: np.ndarray, missing: int = -1) -> np.ndarray:
+    """Vectorised dict lookup for integer keys; `missing` where a key is absent."""
+    if not mapping:
+        return np.full(len(keys), missing, np.int64)
+    k = np.array(sorted(mapping), dtype=np.uint64)
+    v = np.array([mapping[x] for x in sorted(mapping)], dtype=np.int64)
+    pos = np.clip(np.searchsorted(k, keys), 0, len(k) - 1)
+    return np.where(k[pos] == keys, v[pos], missing)
+
+
+def _translate(raw, anchor, nranks, rank_of, region_index, comms, comm_id, self_comm_refs, win_id, win_members,
+               zero, res):
+    """Raw records -> per-rank event arrays with world ranks and our communicator/window ids."""
+    table = np.array(raw, dtype=_RAW_DTYPE)
+    cols = {name: table[name] for name in _RAW}
+    rank = _lookup(rank_of, cols["loc"])
+    keep = rank >= 0
+    skipped = int((~keep).sum())
+    cols = {k: v[keep] for k, v in cols.items()}
+    rank = rank[keep]
+    kind = cols["kind"]
+    n = len(kind)
+    region = np.full(n, -1, np.int64)
+    is_region = (kind == ENTER) | (kind == EXIT)
+    region[is_region] = _lookup(region_index, cols["region"][is_region].astype(np.uint64))
+    peer = np.full(n, -1, np.int64)
+    comm = np.full(n, -1, np.int64)
+    uses_comm = np.isin(kind, (SEND, ISEND, RECV, IRECV, COLL_END))
+    for ref in np.unique(cols["comm"][uses_comm]).tolist():
+        sel = uses_comm & (cols["comm"] == ref)
+        crank = cols["peer"][sel]
+        if ref in self_comm_refs:             # MPI_COMM_SELF: a one-member communicator per rank
+            base = max(comms, default=-1) + 1
+            for r in np.unique(rank[sel]).tolist():
+                comms[base + r] = [r]
+            comm[sel] = base + rank[sel]
+            peer[sel] = np.where(crank == UNDEFINED_U32, -1, rank[sel])
+            continue
+        if ref not in comm_id:
+            raise UserError(f"{anchor}: events use communicator #{ref}, which is not defined as an MPI group")
+        cid = comm_id[ref]
+        members = np.asarray(comms[cid], np.int64)
+        undefined_root = (kind[sel] == COLL_END) & (crank == UNDEFINED_U32)
+        bad = ~undefined_root & ((crank < 0) | (crank >= len(members)))
+        if bad.any():
+            raise UserError(f"{anchor}: rank {int(crank[bad][0])} is outside communicator #{ref} of size {len(members)}")
+        comm[sel] = cid
+        peer[sel] = np.where(undefined_root, -1, members[np.clip(crank, 0, len(members) - 1)])
+    is_rma = np.isin(kind, (RMA_PUT, RMA_GET, RMA_ACC, RMA_SYNC))
+    for ref in np.unique(cols["comm"][is_rma]).tolist():
+        sel = is_rma & (cols["comm"] == ref)
+        wid = win_id[ref]
+        members = np.asarray(win_members[wid], np.int64)
+        remote = cols["peer"][sel]
+        inside = (remote >= 0) & (remote < len(members))
+        comm[sel] = wid
+        peer[sel] = np.where(inside, members[np.clip(remote, 0, max(len(members) - 1, 0))] if len(members) else -1, -1)
+    request = cols["request"].view(np.int64)
+    request = np.where(request < 0, -1, request)        # OTF2_UNDEFINED_UINT64 and the like
+    times = (cols["ticks"].astype(np.int64) - np.int64(zero)) / res
+    order = np.argsort(rank, kind="stable")           # libotf2 delivers in time order; keep it per rank
+    counts = np.bincount(rank, minlength=nranks)
+    events = []
+    start = 0
+    for r in range(nranks):
+        idx = order[start:start + counts[r]]
+        start += counts[r]
+        ev = make_events(len(idx))
+        ev["time"] = times[idx]
+        ev["kind"] = kind[idx]
+        ev["region"] = region[idx]
+        ev["peer"] = peer[idx]
+        ev["tag"] = cols["tag"][idx]
+        ev["comm"] = comm[idx]
+        ev["bytes"] = cols["bytes"][idx]
+        ev["bytes_recv"] = cols["bytes_recv"][idx]
+        ev["request"] = request[idx]
+        # OTF2's COLLECTIVE_BEGIN has no communicator: give each BEGIN the one of its END
+        begins, ends = np.flatnonzero(ev["kind"] == COLL_BEGIN), np.flatnonzero(ev["kind"] == COLL_END)
+        if len(begins) == len(ends):
+            ev["comm"][begins] = ev["comm"][ends]
+        events.append(ev)
+    _restore_request_comms(events)
+    return events, skipped
+
+
+def _restore_request_comms(events: list[np.ndarray]) -> None:
+    """OTF2's IRECV_REQUEST carries no communicator: give it the one of the IRECV completing it."""
+    from scalgraph.trace import matching
+    flat = matching.flatten(Trace(regions=[], comms={}, events=events))
+    pair = matching.match_requests(flat, IRECV_REQUEST, IRECV)
+    posts = np.flatnonzero((flat.ev["kind"] == IRECV_REQUEST) & (pair >= 0))
+    comm = flat.ev["comm"]
+    comm[posts] = comm[pair[posts]]
+    for r, ev in enumerate(events):
+        ev["comm"] = comm[flat.offsets[r]:flat.offsets[r + 1]]
 
 
 @contextlib.contextmanager
@@ -190,25 +263,6 @@ def _quiet_stderr():
     finally:
         os.dup2(saved, 2)
         os.close(saved)
-
-
-def _req(matching_id: int) -> int:
-    return -1 if matching_id >= 2**63 else int(matching_id)
-
-
-def _to_array(rows: list[tuple], zero: int, res: int) -> np.ndarray:
-    ev = make_events(len(rows))
-    if rows:
-        cols = list(zip(*rows))
-        ticks = np.array(cols[0], dtype=np.int64) - np.int64(zero)
-        ev["time"] = ticks / res
-        for j, name in enumerate(("kind", "region", "peer", "tag", "comm", "bytes", "bytes_recv", "request"), 1):
-            ev[name] = np.array(cols[j], dtype=np.int64)
-        # OTF2's COLLECTIVE_BEGIN has no communicator: give each BEGIN the one of its END
-        begins, ends = np.flatnonzero(ev["kind"] == COLL_BEGIN), np.flatnonzero(ev["kind"] == COLL_END)
-        if len(begins) == len(ends):
-            ev["comm"][begins] = ev["comm"][ends]
-    return ev
 
 
 def _text(s) -> str:
