@@ -170,3 +170,31 @@ def test_waitops_clamp_remote_after_exit():
     assert waitops.clock_violations(np.array([5.0, 1.0]), np.array([2.0, 2.0])) == 1
     keep = waitops.keep_largest_per_group(np.array([3, 3, 4]), np.array([1.0, 2.0, 0.5]))
     assert keep.tolist() == [False, True, True]
+
+
+def test_events_outside_any_call_are_not_timed():
+    from scalgraph.model import trace as tm
+    b = Builder(2)
+    b.ev(0, 5, tm.SEND, peer=1, comm=0, nbytes=8)          # a SEND with no enclosing MPI call
+    b.recv(1, 2, 6, src=0)
+    res = replay(b)
+    assert waits_of(res, "late_sender") == {} and waits_of(res, "late_receiver") == {}
+
+
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+
+from test_trace_delay import build_random, random_programs  # noqa: E402
+
+
+@settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(random_programs())
+def test_waits_never_exceed_their_call_and_children_fit_their_parent(prog):
+    res = replay(build_random(*prog))
+    ctx, w = res.ctx, res.waits
+    assert np.all(w["wait"] > 0)
+    assert np.all(w["wait"] <= ctx.exit_time[w["op"]] - ctx.time[w["op"]] + 1e-12)
+    for pat in patterns.PATTERNS:
+        kids = patterns.children(pat.key)
+        if kids:
+            inner = sum(res.cube[patterns.PATTERN_INDEX[k]] for k in kids)
+            assert np.all(inner <= res.cube[patterns.PATTERN_INDEX[pat.key]] + 1e-9)

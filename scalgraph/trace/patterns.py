@@ -64,6 +64,7 @@ def _late_sender(ctx, found):
     t, ex = ctx.time, ctx.exit_time
     en_r, ex_r, en_s = t[m.recv_op], ex[m.recv_op], t[m.send_op]
     wait = waitops.late_sender(en_r, ex_r, en_s)
+    wait[(m.recv_op < 0) | (m.send_op < 0)] = 0.0      # events outside any call: nothing to time
     wait[ctx.region_is_test[ctx.ev["region"][m.recv_op]]] = 0.0           # MPI_Test* never waits
     wait[~waitops.keep_largest_per_group(m.recv_op, wait)] = 0.0
     return _fill("late_sender", m.dst, m.recv_op, wait, m.src, m.send_op, m.src)
@@ -95,7 +96,7 @@ def _wrong_order(ctx, found):
 
 def _late_receiver(ctx, found):
     m = ctx.msgs
-    b = m.blocking_send
+    b = m.blocking_send & (m.send_op >= 0) & (m.post_op >= 0)
     t, ex = ctx.time, ctx.exit_time
     wait = waitops.late_receiver(t[m.send_op[b]], ex[m.send_op[b]], t[m.post_op[b]])
     return _fill("late_receiver", m.src[b], m.send_op[b], wait, m.dst[b], m.post_op[b], m.dst[b])
@@ -119,7 +120,9 @@ def _instances(ctx, kind):
     for ci in ctx.colls:
         if ci.end_evt.shape[1] < 2:
             continue
-        sel = ctx.region_coll_kind[ctx.ev["region"][ci.op[:, 0]]] == COLL_KINDS.index(kind)
+        complete = np.all(ci.op >= 0, axis=1)             # COLL_END outside any call: not timed
+        sel = complete & (ctx.region_coll_kind[ctx.ev["region"][np.maximum(ci.op[:, 0], 0)]]
+                          == COLL_KINDS.index(kind))
         if not np.any(sel):
             continue
         op, end = ci.op[sel], ci.end_evt[sel]
