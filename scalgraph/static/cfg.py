@@ -98,20 +98,37 @@ def _normal_reach(fn: Function, succs: list[list[int]]) -> set[int]:
     return seen
 
 
-def _dominates(idom: dict[int, int], a: int, b: int) -> bool:
-    while True:
-        if a == b:
-            return True
-        p = idom.get(b)
-        if p is None or p == b:
-            return False
-        b = p
+def _dominance_test(idom: dict[int, int], root: int):
+    """dominates(a, b) in O(1): pre/post numbers of the dominator tree."""
+    kids: dict[int, list[int]] = {}
+    for b, p in idom.items():
+        if b != p:
+            kids.setdefault(p, []).append(b)
+    pre: dict[int, int] = {}
+    post: dict[int, int] = {}
+    clock = 0
+    stack = [(root, False)]
+    while stack:
+        b, done = stack.pop()
+        if done:
+            post[b] = clock
+            clock += 1
+            continue
+        pre[b] = clock
+        clock += 1
+        stack.append((b, True))
+        stack.extend((k, False) for k in kids.get(b, ()))
+
+    def dominates(a: int, b: int) -> bool:
+        return a in pre and b in pre and pre[a] <= pre[b] and post[b] <= post[a]
+    return dominates
 
 
 def _natural_loops(g: nx.DiGraph, idom: dict[int, int], reachable: set[int]) -> list[tuple[int, set[int]]]:
     bodies: dict[int, set[int]] = {}
+    dominates = _dominance_test(idom, 0)
     for u, h in g.edges():
-        if u in reachable and _dominates(idom, h, u):
+        if u in reachable and dominates(h, u):
             body = bodies.setdefault(h, {h})
             stack = [u]
             while stack:
@@ -135,6 +152,7 @@ def _innermost(loops: list[tuple[int, set[int]]], nblocks: int) -> list[int]:
 
 
 def _branches(succs, reachable, loops, innermost_loop, conditional) -> list[Region]:
+    ipdom = _post_dominators(succs, reachable)
     out: list[Region] = []
     for b, ss in enumerate(succs):
         if b not in reachable or len(ss) < 2 or not conditional[b]:   # invoke's unwind edge is no branch
@@ -148,19 +166,36 @@ def _branches(succs, reachable, loops, innermost_loop, conditional) -> list[Regi
             inside = body
         else:
             header, inside = -1, None
-        reach = [_reach(s, succs, inside, header, b) for s in ss]
-        arms = set().union(*reach) - set.intersection(*reach)
+        join = ipdom.get(b, -1)
+        if join >= 0:                   # the arms end where the paths meet again
+            arms = set().union(*(_reach(s, succs, inside, (header, b, join)) for s in ss))
+        else:                           # no common exit (an arm loops forever or returns early)
+            reach = [_reach(s, succs, inside, (header, b)) for s in ss]
+            arms = set().union(*reach) - set.intersection(*reach)
         if arms:
             out.append(Region(BRANCH, b, frozenset(arms)))
     return out
 
 
-def _reach(start: int, succs, inside, header: int, head: int) -> set[int]:
+def _post_dominators(succs, reachable) -> dict[int, int]:
+    """Immediate post-dominator of each block (-1 = only the virtual exit)."""
+    exit_node = len(succs)
+    rg = nx.DiGraph()
+    rg.add_node(exit_node)
+    for u in reachable:
+        if not succs[u]:
+            rg.add_edge(exit_node, u)
+        rg.add_edges_from((v, u) for v in succs[u])
+    ipdom = nx.immediate_dominators(rg, exit_node)
+    return {b: (-1 if p == exit_node else p) for b, p in ipdom.items() if b != exit_node}
+
+
+def _reach(start: int, succs, inside, stops: tuple) -> set[int]:
     seen: set[int] = set()
     stack = [start]
     while stack:
         x = stack.pop()
-        if x in seen or x == header or x == head or (inside is not None and x not in inside):
+        if x in seen or x in stops or (inside is not None and x not in inside):
             continue
         seen.add(x)
         stack.extend(succs[x])
@@ -168,24 +203,23 @@ def _reach(start: int, succs, inside, header: int, head: int) -> set[int]:
 
 
 def _nest(cf: ControlFlow, nblocks: int) -> None:
-    """Parent of each region = smallest other region covering it; innermost region of each block."""
+    """Innermost region of each block, and parent of each region = the next larger region holding
+    its head (regions of structured code nest; ties: a loop lies inside a branch of equal size)."""
     regs = cf.regions
-    # smaller first; on equal size a loop is inside a branch (the branch's head lies outside)
-    order = sorted(range(len(regs)), key=lambda i: (len(regs[i].blocks), regs[i].kind != LOOP, i))
-    rank = {r: k for k, r in enumerate(order)}
-    for i, r in enumerate(regs):
-        span = r.blocks | {r.head}
-        best = -1
-        for j in order:
-            if j != i and rank[j] > rank[i] and span <= regs[j].blocks:
-                best = j
-                break
-        r.parent = best
-    cf.block_region = [-1] * nblocks
-    for j in reversed(order):           # larger first, smaller overwrite
+    order = sorted(range(len(regs)), key=lambda i: (-len(regs[i].blocks), regs[i].kind == LOOP, i))
+    holders: list[list[int]] = [[] for _ in range(nblocks)]     # regions holding each block, outer first
+    for j in order:
         for b in regs[j].blocks:
-            cf.block_region[b] = j
-    for i, r in enumerate(regs):        # loop depth = number of enclosing loops, the region's own included
+            holders[b].append(j)
+    cf.block_region = [h[-1] if h else -1 for h in holders]
+    for i, r in enumerate(regs):
+        around = holders[r.head]
+        if r.kind == LOOP:              # the header's regions: ..., parent, the loop itself, [inner ones]
+            k = around.index(i)
+            r.parent = around[k - 1] if k > 0 else -1
+        else:
+            r.parent = around[-1] if around else -1
+    for r in regs:                      # loop depth = number of enclosing loops, the region's own included
         d, p = (1 if r.kind == LOOP else 0), r.parent
         while p >= 0:
             d += regs[p].kind == LOOP
