@@ -167,22 +167,20 @@ static void req_delete(struct req_slot *s) {
     reqs_[i].used = 0;
 }
 
+/* Always a new entry, even for a handle already in the table: MPICH hands out one shared handle for
+ * requests that completed at once (e.g. eager sends), so handles are not unique; each completion of
+ * that handle then takes one of its entries. */
 void sg_req_post(MPI_Request r, int kind, int32_t peer, int32_t tag, int32_t comm_idx, int64_t bytes,
                  int persistent) {
     if (r == MPI_REQUEST_NULL)
         return;
     uint64_t k = req_key(r);
     lock(&req_lock_);
-    struct req_slot *s = req_find(k);
-    if (s == NULL) {
-        uint32_t i = home(k), n = 0;
-        while (reqs_[i].used && n++ < REQ_SLOTS)
-            i = (i + 1) & (REQ_SLOTS - 1);
-        if (!reqs_[i].used)
-            s = &reqs_[i];
-    }
-    if (s != NULL)   /* a full table forgets the request: its dependence is not recorded */
-        *s = (struct req_slot){k, 1, (uint8_t)kind, (uint8_t)persistent, peer, tag, comm_idx, bytes};
+    uint32_t i = home(k), n = 0;
+    while (reqs_[i].used && ++n < REQ_SLOTS / 2)
+        i = (i + 1) & (REQ_SLOTS - 1);
+    if (!reqs_[i].used)   /* a (nearly) full table forgets the request: its dependence is lost */
+        reqs_[i] = (struct req_slot){k, 1, (uint8_t)kind, (uint8_t)persistent, peer, tag, comm_idx, bytes};
     unlock(&req_lock_);
 }
 

@@ -69,9 +69,10 @@ int main(int argc, char **argv) {
     sg_cur = L_CALL_B;
     burn(burn_b);
 
-    /* ring: 100 ints to the right, from the left; even ranks send first */
+    /* ring: 100 ints to the right, from the left; even ranks send first (not alone: a blocking
+     * send to oneself may never return) */
     int out[100], in[100];
-    for (int it = 0; it < iters; it++) {
+    for (int it = 0; it < iters && size > 1; it++) {
         for (int i = 0; i < 100; i++)
             out[i] = rank * 1000 + it + i;
         int right = (rank + 1) % size, left = (rank + size - 1) % size;

@@ -41,9 +41,10 @@ def read_rank_file(path) -> dict:
         data = path.read_bytes()
     except OSError as e:
         raise UserError(f"cannot read profile {path}: {e.strerror}") from None
-    if len(data) < HEADER_DTYPE.itemsize or data[:8] != MAGIC:
-        raise UserError(f"{path} is not a scalgraph profile (too short or wrong magic); remove it and rerun "
-                        "the program")
+    if data[:8] != MAGIC:
+        raise UserError(f"{path} is not a scalgraph profile (wrong magic); remove it and rerun the program")
+    if len(data) < HEADER_DTYPE.itemsize:
+        raise UserError(f"{path} is truncated ({len(data)} bytes, shorter than its header); rerun the program")
     h = np.frombuffer(data, HEADER_DTYPE, count=1)[0]
     if int(h["version"]) != VERSION or int(h["header_size"]) != HEADER_DTYPE.itemsize:
         raise UserError(f"{path} has profile format version {int(h['version'])}; this scalgraph reads "
@@ -162,7 +163,7 @@ def read_run(directory) -> RunProfile:
         "sampling_off_ranks": [r for r, f in enumerate(flags) if f is not None and f & FLAG_SAMPLING_OFF],
         "deps_dropped": int(sum(rec["deps_dropped"] for rec in recs)),
         "missing_ranks": missing,
-        "incomplete": bool(missing) or any(f is not None and not f & FLAG_FINALIZED for f in flags),
+        "incomplete": bool(missing),
         "directory": str(directory),
     }
     return RunProfile(nranks, nv, psg_hash, time, samples, calls, wait, deps, comm_members, counters, meta)

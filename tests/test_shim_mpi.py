@@ -1,0 +1,178 @@
+"""The shim inside real MPI programs (instrument/testprogs/patterns.c, hand-written probes and PSG
+tables), read back in Python: exact call counts, the exact dependence pattern of a ring, a 2-D halo
+with Isend/Irecv/Waitall, wildcard receives, a sub-communicator collective and persistent requests;
+samples in the loop that burns the time; unchanged output; files at exit, on SIGTERM."""
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from conftest import require_tool
+from scalgraph.io.profile_file import read_run
+from scalgraph.model.profile import DEP_COLL, DEP_RECV, DEP_SEND
+
+BIN = Path(sys.executable).parent
+MPICC = str(BIN / "mpicc") if (BIN / "mpicc").is_file() else shutil.which("mpicc")
+MPIEXEC = str(BIN / "mpiexec") if (BIN / "mpiexec").is_file() else shutil.which("mpiexec")
+PROGRAM = Path(__file__).resolve().parent.parent / "instrument" / "testprogs" / "patterns.c"
+
+# vertex ids of patterns.c (see its header comment)
+BURN_A, BURN_B, INIT, SEND, RECV, IRECV, ISEND, WAITALL, WILD, WORKER, SPLIT, ALLRED, BARRIER, \
+    FINALIZE, START, PWAIT = 3, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20
+ITERS = 5
+
+
+@pytest.fixture(scope="module")
+def programs(tmp_path_factory):
+    """patterns.c linked with the shim, and the same program without it."""
+    require_tool(MPICC is not None and MPIEXEC is not None, "no MPI (mpicc/mpiexec)")
+    from scalgraph.runtime.shim import INSTRUMENT_DIR, link_flags, shim_library
+    d = tmp_path_factory.mktemp("progs")
+    common = [MPICC, "-O1", "-g", "-I", str(INSTRUMENT_DIR), str(PROGRAM)]
+    subprocess.run([*common, *link_flags(shim_library(MPICC)), "-o", str(d / "with_shim")], check=True)
+    # without the shim the probes still need a definition: a stub object plays the empty runtime
+    stub = d / "stub.c"
+    stub.write_text("#include <stdint.h>\n#include \"scalgraph.h\"\n__thread uint32_t sg_cur;\n"
+                    "void sg_register_psg(const struct sg_psg_tables *t) { (void)t; }\n"
+                    "void sg_fn_enter(uint32_t f) { (void)f; }\nvoid sg_fn_exit(void) {}\n")
+    subprocess.run([*common, str(stub), "-o", str(d / "plain")], check=True)
+    return d
+
+
+def run(exe: Path, n: int, args, out: Path, env=None, check=True) -> subprocess.CompletedProcess:
+    e = dict(os.environ, SCALGRAPH_OUT=str(out), **(env or {}))
+    return subprocess.run([MPIEXEC, "-n", str(n), str(exe), *map(str, args)], env=e, capture_output=True,
+                          text=True, timeout=120, check=check)
+
+
+def expected_rows(rank: int, size: int, px: int, py: int, members_of) -> set:
+    """(vertex, kind, peer, tag, comm, count, bytes) rows the program must produce on `rank`."""
+    rows = set()
+    if size > 1:
+        rows.add((SEND, DEP_SEND, (rank + 1) % size, 7, 0, ITERS, ITERS * 400))
+        rows.add((RECV, DEP_RECV, (rank - 1) % size, 7, 0, ITERS, ITERS * 400))
+    x, y = rank % px, rank // px
+    nb = [y * px + (x + 1) % px, y * px + (x - 1) % px, ((y + 1) % py) * px + x, ((y - 1) % py) * px + x]
+    opposite = [1, 0, 3, 2]
+    for d in range(4):
+        rows.add((WAITALL, DEP_SEND, nb[d], d, 0, ITERS, ITERS * 400))
+        rows.add((WAITALL, DEP_RECV, nb[d], opposite[d], 0, ITERS, ITERS * 400))
+    if rank == 0:
+        rows |= {(WILD, DEP_RECV, w, 100 + w, 0, 3, 120) for w in range(1, size)}
+    else:
+        rows.add((WORKER, DEP_SEND, 0, 100 + rank, 0, 3, 120))
+    rows.add((ALLRED, DEP_COLL, -1, -1, members_of(sorted(range(rank % 2, size, 2))), ITERS, ITERS * 8))
+    rows.add((PWAIT, DEP_SEND, (rank + 1) % size, 9, 0, ITERS, ITERS * 4))
+    rows.add((PWAIT, DEP_RECV, (rank - 1) % size, 9, 0, ITERS, ITERS * 4))
+    rows.add((BARRIER, DEP_COLL, -1, -1, 0, 1, 0))
+    return rows
+
+
+def expected_calls(rank: int, size: int) -> dict:
+    return {INIT: 1, SEND: ITERS if size > 1 else 0, RECV: ITERS if size > 1 else 0, IRECV: 4 * ITERS,
+            ISEND: 4 * ITERS, WAITALL: ITERS, WILD: 3 * (size - 1) if rank == 0 else 0,
+            WORKER: 0 if rank == 0 else 3, SPLIT: 2, ALLRED: ITERS, BARRIER: 1, FINALIZE: 1,
+            START: 2 + ITERS + 2, PWAIT: ITERS}
+
+
+@pytest.mark.parametrize("px, py", [(2, 1), (2, 2)])
+def test_exact_calls_and_dependences(programs, tmp_path, px, py):
+    size = px * py
+    run(programs / "with_shim", size, [px, py, ITERS, 1000, 1000], tmp_path / "prof")
+    prof = read_run(tmp_path / "prof")
+    assert prof.nranks == size and prof.nvertices == 21 and prof.psg_hash == "0123456789abcdef"
+    assert not prof.meta["incomplete"] and prof.meta["written_by"] == ["finalize"] * size
+
+    def comm_with(members):
+        ids = [c for c, m in prof.comm_members.items() if m == members]
+        assert len(ids) == 1, (members, prof.comm_members)
+        return ids[0]
+
+    assert prof.comm_members[0] == list(range(size))
+    for r in range(size):
+        calls = {v: int(c) for v, c in enumerate(prof.calls[r]) if c}
+        assert calls == {v: c for v, c in expected_calls(r, size).items() if c}
+        mine = prof.deps[prof.deps["rank"] == r]
+        got = {tuple(int(row[k]) for k in ("vertex", "kind", "peer", "tag", "comm", "count", "bytes"))
+               for row in mine}
+        assert len(got) == len(mine)                     # one row per distinct tuple
+        assert got == expected_rows(r, size, px, py, comm_with)
+    # MPI time is exact and waiting is part of it; blocking receives wait, sends posted do not
+    mpi = prof.calls > 0
+    assert np.all(prof.time[mpi] > 0) and np.all(prof.wait <= prof.time + 1e-12)
+    assert np.all(prof.wait[:, ISEND] == 0) and np.all(prof.wait[:, WAITALL] > 0)
+    assert np.all(prof.deps["wait"] >= 0)
+
+
+def test_samples_land_in_the_loop_that_burns_the_time(programs, tmp_path):
+    run(programs / "with_shim", 2, [2, 1, ITERS, 400_000_000, 100_000_000], tmp_path / "prof")
+    prof = read_run(tmp_path / "prof")
+    assert prof.meta["hz"] == pytest.approx(200.0)
+    for r in range(2):
+        s = prof.samples[r]
+        assert s.argmax() == BURN_A, s                   # the same function, from its costly call site
+        assert s[BURN_A] > 2 * s[BURN_B] > 0, s
+        assert s[BURN_A] >= 0.5 * s.sum(), s
+        assert prof.time[r, BURN_A] == pytest.approx(s[BURN_A] / 200.0)
+
+
+def test_program_output_is_unchanged_by_the_shim(programs, tmp_path):
+    args = [2, 2, ITERS, 1000, 1000]
+    plain = run(programs / "plain", 4, args, tmp_path / "plain")
+    shim = run(programs / "with_shim", 4, args, tmp_path / "shim")
+    assert sorted(plain.stdout.splitlines()) == sorted(shim.stdout.splitlines())
+    assert len(plain.stdout.splitlines()) == 4
+    assert not (tmp_path / "plain").exists() and len(list((tmp_path / "shim").glob("rank-*.sgp"))) == 4
+
+
+def test_file_is_written_at_exit_without_finalize(programs, tmp_path):
+    run(programs / "with_shim", 2, [2, 1, ITERS, 1000, 1000, "exit"], tmp_path / "prof")
+    prof = read_run(tmp_path / "prof")
+    assert prof.meta["written_by"] == ["exit", "exit"] and not prof.meta["incomplete"]
+    assert prof.calls[:, BARRIER].tolist() == [1, 1] and prof.calls[:, FINALIZE].tolist() == [0, 0]
+    assert not list((tmp_path / "prof").glob("*.tmp.*"))
+
+
+def test_file_is_written_on_sigterm(programs, tmp_path):
+    """A singleton rank blocked in pause() is terminated: its file is there, marked as such."""
+    out = tmp_path / "prof"
+    proc = subprocess.Popen([str(programs / "with_shim"), "1", "1", str(ITERS), "1000", "1000", "hang"],
+                            env=dict(os.environ, SCALGRAPH_OUT=str(out)), stdout=subprocess.PIPE, text=True)
+    try:
+        lines = [proc.stdout.readline(), proc.stdout.readline()]
+        assert lines[1].strip() == "ready", lines
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == -signal.SIGTERM
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    prof = read_run(out)
+    assert prof.meta["written_by"] == ["sigterm"]
+    assert prof.calls[0, WAITALL] == ITERS and prof.calls[0, SEND] == 0
+
+
+def test_comm_sampling_zero_keeps_counts_and_drops_dependences(programs, tmp_path):
+    run(programs / "with_shim", 2, [2, 1, ITERS, 1000, 1000], tmp_path / "prof",
+        env={"SCALGRAPH_COMM_SAMPLE": "0"})
+    prof = read_run(tmp_path / "prof")
+    assert len(prof.deps) == 0 and prof.meta["comm_sample"] == 0.0
+    assert prof.calls[:, WAITALL].tolist() == [ITERS, ITERS]
+
+
+def test_counters_are_recorded_where_available_and_absent_otherwise(programs, tmp_path):
+    res = run(programs / "with_shim", 2, [2, 1, ITERS, 200_000_000, 1000], tmp_path / "prof",
+              env={"SCALGRAPH_COUNTERS": "task-clock,no-such-counter"})
+    prof = read_run(tmp_path / "prof")
+    assert "no-such-counter" not in prof.counters and "unknown counter 'no-such-counter'" in res.stderr
+    require_tool("task-clock" in prof.counters, "perf_event_open software events are not permitted here")
+    tc = prof.counters["task-clock"]
+    assert tc.shape == (2, 21) and np.all(tc >= 0)
+    assert np.all(tc.argmax(axis=1) == BURN_A)
