@@ -11,8 +11,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#define GLOBAL_CELLS 4000000L
-#define SWEEPS_PER_STEP 4
+#define GLOBAL_CELLS 1000000L
+#define SWEEPS_PER_STEP 48
 
 static void relax(double *u, double *v, long n)
 {
