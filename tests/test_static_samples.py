@@ -2,9 +2,14 @@
 indirect calls, calls across translation units, and the file:line of every MPI call."""
 from __future__ import annotations
 
+import shutil
+import subprocess
+
 import pytest
 from test_static_fig3 import run_with_probe_shim
 from test_static_support import SAMPLES, build_psg, find, kinds_of_children, line_of, need_clang, need_flang
+
+from conftest import require_tool
 
 CASES = SAMPLES / "psgcases"
 
@@ -162,3 +167,20 @@ def test_optimised_build_keeps_every_mpi_call(tmp_path):
     psg = build_psg([src], tmp_path, opt="-O2")[0]
     assert_mpi_lines(psg, src)
     assert find(psg, "INDIRECT")
+
+
+def test_parts_read_from_a_static_archive(tmp_path):
+    """The link step finds the parts of objects inside .a archives (GNU ar, long member names)."""
+    need_clang()
+    from scalgraph.static import link_psg, read_parts_from_files
+    ar = shutil.which("ar")
+    require_tool(ar is not None, "ar (binutils)")
+    _psg, _tables, objs = build_psg([CASES / "multi_main.c", CASES / "multi_lib.c"], tmp_path)
+    member = tmp_path / "a_rather_long_member_name_for_the_gnu_table.o"
+    shutil.copy(objs[1], member)
+    lib = tmp_path / "libx.a"
+    subprocess.run([ar, "rcs", str(lib), str(member)], check=True)
+    parts = read_parts_from_files([objs[0], str(lib)])
+    assert [f["name"] for p in parts for f in p["functions"]] == ["main", "helper", "exchange"]
+    psg, _ = link_psg(parts)
+    assert find(psg, "CALL", "exchange") and find(psg, "MPI", "MPI_Allreduce")
