@@ -90,11 +90,12 @@ def main() -> int:
               "sg": ([sgcc], "wrapped", base)}
     wall: dict[str, list[float]] = {k: [] for k in builds}
     cpu: dict[str, list[float]] = {k: [] for k in builds}
+    nonce = f"{os.getpid()}_{time.time_ns()}"
     with tempfile.TemporaryDirectory() as tmp:
         for run in range(args.repeat + 1):        # run 0 warms zig's and the shim's caches
             for name, (tool, out, env) in builds.items():
-                # a new -D each run: zig caches objects by command line, a real rebuild is wanted
-                w, c = timed([*tool, "-O2", f"-DSG_BENCH_RUN={run}", *srcs, "-o", out, "-lm"], tmp, env)
+                # a -D never seen before: zig caches objects by command line, a real rebuild is wanted
+                w, c = timed([*tool, "-O2", f"-DSG_BENCH_RUN={nonce}_{run}", *srcs, "-o", out, "-lm"], tmp, env)
                 if run:
                     wall[name].append(w)
                     cpu[name].append(c)
