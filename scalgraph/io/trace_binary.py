@@ -87,26 +87,29 @@ def write_binary(trace: Trace, path: str | os.PathLike) -> None:
 
 
 def read_binary(path: str | os.PathLike) -> Trace:
+    # One buffer, no copies: the per-rank arrays are writable views into it.
     with open(path, "rb") as f:
-        data = f.read()
-    return parse_binary(data, str(path))
+        data = bytearray(os.fstat(f.fileno()).st_size)
+        got = f.readinto(data)
+    return parse_binary(data[:got] if got < len(data) else data, str(path))
 
 
-def parse_binary(data: bytes, where: str) -> Trace:
+def parse_binary(data: bytes | bytearray, where: str) -> Trace:
     if len(data) < _HEAD.size + _DIGEST or not data.startswith(MAGIC):
         raise UserError(f"{where}: not a scalgraph binary trace or truncated (only {len(data)} bytes)")
     magic, version, nranks, defs_len = _HEAD.unpack_from(data)
     if version != FORMAT_VERSION:
         raise UserError(f"{where}: binary trace format version {version}, this scalgraph reads version "
                         f"{FORMAT_VERSION}; convert it with the scalgraph that wrote it")
-    body, digest = data[:-_DIGEST], data[-_DIGEST:]
+    view = memoryview(data)
+    body, digest = view[:-_DIGEST], bytes(view[-_DIGEST:])
     expected_len = _HEAD.size + defs_len + 8 * nranks
     if expected_len > len(body):
         raise UserError(f"{where}: truncated binary trace (header promises more than the file holds)")
     if hashlib.sha256(body).digest() != digest:
         raise UserError(f"{where}: checksum mismatch, the trace file is truncated or corrupt; copy or record it again")
     try:
-        defs = json.loads(data[_HEAD.size:_HEAD.size + defs_len].decode())
+        defs = json.loads(bytes(view[_HEAD.size:_HEAD.size + defs_len]).decode())
     except (UnicodeDecodeError, json.JSONDecodeError):
         raise UserError(f"{where}: corrupt definitions block in binary trace") from None
     if not isinstance(defs, dict) or defs.get("dtype") != _dtype_descr():
@@ -120,7 +123,8 @@ def parse_binary(data: bytes, where: str) -> Trace:
         raise UserError(f"{where}: event counts do not match the file size; the trace is corrupt")
     events = []
     for n in counts.tolist():
-        events.append(np.frombuffer(body, dtype=EVENT_DTYPE, count=n, offset=pos).copy())
+        ev = np.frombuffer(body, dtype=EVENT_DTYPE, count=n, offset=pos)
+        events.append(ev if ev.flags.writeable else ev.copy())
         pos += n * size
     return Trace(regions=regions, comms=comms, events=events, windows=windows, meta=meta)
 
