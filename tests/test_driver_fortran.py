@@ -131,3 +131,41 @@ def test_sweep_sample_runs_like_the_mpifort_build(tmp_path, mode, samples_dir):
     expected = mpirun(tmp_path / "plain", 4, "2", cwd=tmp_path)
     assert expected.strip()
     assert mpirun(tmp_path / "wrapped", 4, "2", cwd=tmp_path) == expected
+
+
+MODULE = '''
+module counters
+  implicit none
+contains
+  subroutine add_one(x)
+    integer, intent(inout) :: x
+    x = x + 1
+  end subroutine add_one
+end module counters
+'''
+USES_MODULE = '''
+program main
+  use mpi
+  use counters
+  implicit none
+  integer :: ierr, rank, v, total
+  call MPI_Init(ierr)
+  call MPI_Comm_rank(MPI_COMM_WORLD, rank, ierr)
+  v = rank
+  call add_one(v)
+  call MPI_Allreduce(v, total, 1, MPI_INTEGER, MPI_SUM, MPI_COMM_WORLD, ierr)
+  if (rank == 0) write (*, '(A,I0)') 'total=', total
+  call MPI_Finalize(ierr)
+end program main
+'''
+
+
+def test_user_module_in_its_own_file_with_module_directory(tmp_path, mode):
+    (tmp_path / "counters.f90").write_text(MODULE)
+    (tmp_path / "main.f90").write_text(USES_MODULE)
+    (tmp_path / "mods").mkdir()
+    sg("sgfort", ["-c", "-J", "mods", "counters.f90"], tmp_path, mode, env=fortran_env())
+    assert (tmp_path / "mods" / "counters.mod").is_file()
+    sg("sgfort", ["-c", "-J", "mods", "main.f90"], tmp_path, mode, env=fortran_env())
+    sg("sgfort", ["main.o", "counters.o", "-o", "app"], tmp_path, mode, env=fortran_env())
+    assert mpirun(tmp_path / "app", 3, cwd=tmp_path) == f"total={sum(r + 1 for r in range(3))}\n"
