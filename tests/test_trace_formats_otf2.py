@@ -209,3 +209,23 @@ def test_damaged_archives(tmp_path, capfd):
     shutil.rmtree(tmp_path / "traces")
     one_line_error(tmp_path / "traces.otf2", contains="traces.otf2")
     assert capfd.readouterr().err == ""          # libotf2's own error chatter is kept off the terminal
+
+
+def test_an_independent_otf2_reader_accepts_our_archive(tmp_path):
+    """Debian's otf2-print (libotf2 3.0, built separately from the PyPI wheel) reads what we write."""
+    import subprocess
+    exe = shutil.which("otf2-print")
+    require_tool(exe is not None, "otf2-print (Debian package otf2-tools) not installed")
+    write_trace(rich_trace(), tmp_path / "traces.otf2", "otf2")
+    proc = subprocess.run([exe, str(tmp_path / "traces.otf2")], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert "error" not in proc.stderr.lower()
+    for record in ("MPI_SEND", "MPI_RECV", "MPI_ISEND", "MPI_IRECV_REQUEST", "MPI_ISEND_COMPLETE", "MPI_IRECV",
+                   "MPI_COLLECTIVE_BEGIN", "MPI_COLLECTIVE_END", "RMA_PUT", "RMA_GET", "RMA_ATOMIC",
+                   "MPI_REQUEST_CANCELLED"):
+        assert f"\n{record} " in proc.stdout, record
+    # world ranks are translated to communicator ranks on the way out: rank 3 -> rank 1 is (0 -> 1) in comm 5
+    assert 'Receiver: 1 ("Master thread" <1>), Communicator: "MPI comm 5"' in proc.stdout
+    defs = subprocess.run([exe, "-G", str(tmp_path / "traces.otf2")], capture_output=True, text=True, timeout=60)
+    assert defs.returncode == 0
+    assert defs.stdout.count("Type: PROCESS") == 4 and "Type: COMM_LOCATIONS, Paradigm: MPI" in defs.stdout
