@@ -2,9 +2,9 @@
 
 From each non-scalable vertex, then each abnormal vertex not yet scanned, walk backwards:
   MPI vertex        -> its communication dependence edge, kept only where waiting was recorded
-                       (the paper's pruning; detect keeps it only where the rank's waiting there
-                       is unusual: abnormal against the median rank, and significant); the edge
-                       with the most waiting wins.  At a collective
+                       (the paper's pruning; detect also requires the partner to have waited less
+                       in total than this rank: it is the later one); the edge with the most
+                       waiting wins.  At a collective
                        the walk continues on the participant that waited least: it arrived last,
                        so what made it late lies before the collective on *its* rank.  (The paper
                        stops at collectives; this is the extension asked for in issue 4.)
@@ -42,12 +42,14 @@ class Path:
     steps: list[Step] = field(default_factory=list)
 
 
-def backtrack(ppg: PPG, vertex: int, rank: int, unusual_wait: np.ndarray | None = None,
+def backtrack(ppg: PPG, vertex: int, rank: int, rank_wait: np.ndarray | None = None,
               max_steps: int = 100_000) -> list[Step]:
-    """One root-cause path from vertex@rank.  `unusual_wait` ([R x V] bool) says where a rank's
-    waiting is a real waiting event worth crossing to the partner; without it any recorded waiting
-    is (the paper's rule).  Profiles sum waiting over all iterations, so a little waiting appears
-    almost everywhere; crossing on it would lead the walk away from a rank that is itself late."""
+    """One root-cause path from vertex@rank.  With `rank_wait` ([R] total waiting per rank) a
+    waiting edge is crossed only towards a rank that waited less in total than this one, the rule
+    the collective step uses too; without it any recorded waiting is crossed (the paper's rule).
+    Profiles sum waiting over all iterations, so a late rank also waits a little for its
+    neighbours (who waited for it in the previous iteration); crossing there would lead the walk
+    away from the rank that is the cause."""
     kinds = ppg.psg.kind
     wait = ppg.profile.wait
     steps: list[Step] = []
@@ -73,8 +75,8 @@ def backtrack(ppg: PPG, vertex: int, rank: int, unusual_wait: np.ndarray | None 
             seen[(v, r)] = "data"
             v, via = int(ppg.data_dep[v]), "data"
         elif k == MPI:
-            waited = unusual_wait is None or unusual_wait[r, v]
-            edges = [e for e in ppg.comm_edges(v, r) if waited and e[2] > 0 and (e[0], e[1]) not in seen]
+            edges = [e for e in ppg.comm_edges(v, r) if e[2] > 0 and (e[0], e[1]) not in seen
+                     and (rank_wait is None or rank_wait[e[1]] < rank_wait[r])]
             seen[(v, r)] = "comm" if edges else "data"
             if edges:
                 v, r, _ = max(edges, key=lambda e: e[2])
@@ -101,7 +103,7 @@ def _entered_from_inside(ppg: PPG, steps: list[Step]) -> bool:
 
 
 def backtrack_all(ppg: PPG, non_scalable: list[tuple[int, int]], abnormal: list[tuple[int, int]],
-                  unusual_wait: np.ndarray | None = None) -> list[Path]:
+                  rank_wait: np.ndarray | None = None) -> list[Path]:
     """Algorithm 1 Main(): paths from every non-scalable (vertex, rank), then from every abnormal
     (vertex, rank) that no earlier path scanned."""
     paths: list[Path] = []
@@ -110,7 +112,7 @@ def backtrack_all(ppg: PPG, non_scalable: list[tuple[int, int]], abnormal: list[
         for v, r in starts:
             if reason == "abnormal" and (v, r) in scanned:
                 continue
-            steps = backtrack(ppg, v, r, unusual_wait)
+            steps = backtrack(ppg, v, r, rank_wait)
             paths.append(Path((v, r), reason, steps))
             scanned.update((s.vertex, s.rank) for s in steps)
     return paths

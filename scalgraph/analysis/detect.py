@@ -20,12 +20,12 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from scalgraph.analysis.abnormal import DEFAULT_ABNORM_THD, Abnormal, abnormal_mask, find_abnormal, own_time
+from scalgraph.analysis.abnormal import DEFAULT_ABNORM_THD, Abnormal, find_abnormal, own_time
 from scalgraph.analysis.backtrack import Path, backtrack_all
 from scalgraph.analysis.merge import cluster_means, cluster_ranks, merge_ranks
 from scalgraph.analysis.ppg import build_ppg
 from scalgraph.analysis.scaling import fit_models, scaling_loss
-from scalgraph.model.profile import RunProfile
+from scalgraph.model.profile import DEP_COLL, RunProfile
 from scalgraph.model.psg import PSG
 
 DEFAULT_MIN_SHARE = 0.05
@@ -62,16 +62,17 @@ def analyse(psg: PSG, profiles: Mapping[int, RunProfile], abnorm_thd: float = DE
     y_total = np.zeros((nv, len(scales)))
     y_own = np.zeros((nv, len(scales)))
     y_max = np.zeros((nv, len(scales)))
-    is_mpi = np.array([psg.kind_name(v) == "MPI" for v in range(nv)], dtype=bool)
     for i, p in enumerate(scales):
         prof = profiles[p]
         own = own_time(psg, prof)
         times[p] = run_time(prof)
         y_total[:, i] = merged(prof.time, clusters)
-        # an MPI call's own cost is at least what the rank that waited least spent in it (the shim
-        # may count all time inside MPI as waiting); that is how a collective that is slow by
-        # itself shows its scaling loss
-        y_own[:, i] = np.where(is_mpi, np.maximum(merged(own, clusters), least_time_in_call(prof)),
+        # a collective's own cost is at least what its last-arriving participant spent in it (the
+        # shim may count all time inside MPI as waiting); that is how a collective that is slow by
+        # itself shows its scaling loss.  (Not for p2p: all workers may wait on one master.)
+        is_coll = np.zeros(nv, dtype=bool)
+        is_coll[prof.deps["vertex"][prof.deps["kind"] == DEP_COLL]] = True
+        y_own[:, i] = np.where(is_coll, np.maximum(merged(own, clusters), least_time_in_call(prof)),
                                merged(own, clusters))
         y_max[:, i] = prof.time.max(axis=0) if prof.nranks else 0.0
         abnormal[p] = find_abnormal(psg, prof, abnorm_thd, min_share * times[p], own)
@@ -98,8 +99,7 @@ def analyse(psg: PSG, profiles: Mapping[int, RunProfile], abnorm_thd: float = DE
     starts_ns = [(v, int(stats.argmax[v])) for v in non_scalable]
     starts_ab = [(a.vertex, int(r)) for a in abnormal[scales[-1]][:MAX_STARTS] for r in a.ranks[:2]]
     ppg = build_ppg(psg, big)
-    unusual_wait, _ = abnormal_mask(big.wait, abnorm_thd, floor)
-    paths = backtrack_all(ppg, starts_ns, starts_ab, unusual_wait)
+    paths = backtrack_all(ppg, starts_ns, starts_ab, big.wait.sum(axis=1))
 
     own_median = np.median(own_big, axis=0) if big.nranks else np.zeros(nv)
 
