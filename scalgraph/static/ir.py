@@ -20,7 +20,6 @@ _CALLEE = re.compile(r'([@%]' + _IDENT + r')\(')
 _CALL_KW = re.compile(r'(?:^|=\s|\s)(?:(?:tail|musttail|notail)\s+)?(call|invoke|callbr)\s')
 _FIELD = re.compile(r'(\w+): ("(?:[^"\\]|\\.)*"|[^,()]+)')
 _LOCATION = re.compile(r'^!DILocation\(line: (\d+)(?:, column: \d+)?, scope: !(\d+)')
-_GLOBAL_REF = re.compile(r'@(' + _IDENT + r')')
 
 TERMINATORS = {"ret", "br", "switch", "indirectbr", "invoke", "callbr", "resume", "unreachable",
                "cleanupret", "catchret", "catchswitch"}
@@ -50,7 +49,6 @@ class Instr:
 class Block:
     label: str
     instrs: list[Instr] = field(default_factory=list)
-    succs: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -190,19 +188,6 @@ def successors(block: Block) -> list[str]:
         t = unquote(t)
         if t not in out:
             out.append(t)
-    return out
-
-
-def referenced_functions(lines: list[str], fn_names: set[str], calls: set[int]) -> set[str]:
-    """Defined functions whose address is taken (used other than as a direct callee)."""
-    out: set[str] = set()
-    for no, line in enumerate(lines):
-        if no in calls or line.startswith(("define ", "declare ", "!", ";")):
-            continue
-        for g in _GLOBAL_REF.findall(line):
-            g = unquote(g)
-            if g in fn_names:
-                out.add(g)
     return out
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 
 from scalgraph.errors import UserError
-from scalgraph.model.psg import BRANCH, CALL, COMP, FUNCTION, INDIRECT, KINDS, LOOP, MPI, PSG
+from scalgraph.model.psg import BRANCH, CALL, COMP, FUNCTION, KINDS, PSG
 
 PART_FORMAT = "scalgraph-psg-part"
 ROOT_NAMES = ("_QQmain", "main", "MAIN__")   # a Fortran program first: its main is glue

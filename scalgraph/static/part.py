@@ -77,7 +77,7 @@ def build_part(module: Module, source_path: str, modhash: str, *, max_loop_depth
     trees = {}
     for f in users:
         display = dbg.subprogram(f.dbg)[0] or f.name
-        trees[f.name] = (f, cfg_of(f), display)
+        trees[f.name] = (f, cfg.analyse(f), display)
     local = {name: local_tree(f, cf, display, resolve) for name, (f, cf, display) in trees.items()}
     may_mpi, has_loops = _callee_facts(local, user_keys)
 
@@ -115,10 +115,6 @@ def build_part(module: Module, source_path: str, modhash: str, *, max_loop_depth
             "has_mpi": any(is_mpi(d) for d in module.declared) or any(
                 v["kind"] == "MPI" for fn in functions for v in fn["vertices"])}
     return part, plans
-
-
-def cfg_of(f: Function) -> cfg.ControlFlow:
-    return cfg.analyse(f)
 
 
 def _callee_facts(local: dict, user_keys: dict[str, str]) -> tuple[dict[str, bool], dict[str, bool]]:
