@@ -33,6 +33,9 @@ if str(size) in os.environ.get("FAKE_FAIL_AT", "").split(","):
     print(f"fake: rank {{rank}} crashes at {{size}} ranks", file=sys.stderr)
     sys.exit(3)
 if str(size) in os.environ.get("FAKE_HANG_AT", "").split(","):
+    if os.environ.get("FAKE_PIDS"):
+        with open(os.environ["FAKE_PIDS"], "a") as f:
+            f.write(f"{{os.getpid()}}\\n")
     time.sleep(60)
 if str(size) in os.environ.get("FAKE_NO_FILES_AT", "").split(",") and rank == 0:
     sys.exit(0)
@@ -257,3 +260,44 @@ def test_a_plain_mpicc_build_is_refused_with_one_line(tmp_path, samples_dir):
     assert res.returncode == 2 and "Traceback" not in res.stderr
     assert res.stderr.count("\n") == 1 and "not built with sgcc" in res.stderr
     assert not (tmp_path / "exp").exists()
+
+
+def test_a_second_run_on_the_same_experiment_is_refused_while_the_first_is_alive(fake_app, tmp_path, capsys):
+    exp = tmp_path / "exp"
+    assert main(["run", "-n", "1", "-o", str(exp), "--", str(fake_app)]) == 0
+    assert not (exp / ".scalgraph-run.lock").exists()                 # released at the end
+    other = subprocess.Popen(["sleep", "30"])
+    try:
+        (exp / ".scalgraph-run.lock").write_text(str(other.pid))
+        capsys.readouterr()
+        assert main(["run", "-n", "1,2", "-o", str(exp), "--", str(fake_app)]) == 2
+        assert f"another scalgraph run (pid {other.pid})" in capsys.readouterr().err
+    finally:
+        other.kill()
+        other.wait()
+    # a lock left by a process that is gone does not block
+    assert main(["run", "-n", "1,2", "-o", str(exp), "--", str(fake_app)]) == 0
+
+
+def test_sigterm_stops_the_ranks_and_leaves_the_run_to_resume(fake_app, tmp_path):
+    import signal
+    import time
+    exp = tmp_path / "exp"
+    pids = tmp_path / "pids"
+    env = dict(os.environ, FAKE_HANG_AT="2", FAKE_PIDS=str(pids))
+    proc = subprocess.Popen([sys.executable, "-m", "scalgraph.cli", "run", "-n", "1,2", "-o", str(exp), "--",
+                             str(fake_app)], env=env, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and len(pids.read_text().split() if pids.exists() else []) < 2:
+        time.sleep(0.1)
+    assert len(pids.read_text().split()) == 2, "the hanging ranks did not start"
+    proc.send_signal(signal.SIGTERM)
+    err = proc.communicate(timeout=60)[1]
+    assert proc.returncode == 130 and "Traceback" not in err
+    time.sleep(0.5)
+    for pid in map(int, pids.read_text().split()):
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)                                            # no rank left behind
+    runs = runs_by_scale(exp)
+    assert runs[(1, 0)]["status"] == "ok" and runs[(2, 0)]["status"] == "pending"
+    assert not (exp / ".scalgraph-run.lock").exists()

@@ -22,6 +22,7 @@ from scalgraph.errors import UserError
 from scalgraph.io import experiment_write as ew
 
 OUTPUT_FILES = ("stdout.txt", "stderr.txt")
+LOCK = ".scalgraph-run.lock"        # pid of the scalgraph run writing the experiment
 
 
 def add_arguments(p) -> None:
@@ -69,8 +70,41 @@ def run(args) -> int:
     from scalgraph.runtime.launch import find_launcher   # runtime: subprocess probing, at the edge
     launcher = find_launcher(program, args.mpiexec)
     exp = pathlib.Path(args.output or default_name(program))
+    check_not_in_use(exp)
     desc = open_experiment(exp, command, scales, args.repeat, psg, launcher, args)
-    return run_all(exp, desc, command, launcher, args)
+    lock = exp / LOCK
+    lock.write_text(str(os.getpid()))
+    previous = signal.signal(signal.SIGTERM, _terminate)   # `kill` must stop the ranks too, as Ctrl-C does
+    try:
+        return run_all(exp, desc, command, launcher, args)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+        lock.unlink(missing_ok=True)
+
+
+def _terminate(signum, frame):
+    raise KeyboardInterrupt
+
+
+def check_not_in_use(exp: pathlib.Path) -> None:
+    """Two `scalgraph run` writing one experiment would overwrite each other's runs."""
+    try:
+        pid = int((exp / LOCK).read_text().strip())
+    except (OSError, ValueError):
+        return
+    if pid != os.getpid() and _alive(pid):
+        raise UserError(f"{exp} is being written by another scalgraph run (pid {pid}); wait for it to finish, "
+                        "or choose another -o directory")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def resolve_program(name: str) -> str:
