@@ -2,6 +2,7 @@
  * communicator creation (each new communicator's group is recorded once, as world ranks). */
 #include "sg_mpi_state.h"
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static MPI_Comm sync_comm_ = MPI_COMM_NULL;   /* the shim's own traffic never meets the program's */
@@ -10,16 +11,22 @@ static double mono_seconds(void) { return 1e-9 * (double)sg_now_ns(); }
 
 /* Offset of this rank's CLOCK_MONOTONIC to rank 0's, from the ping-pong with the smallest round trip
  * (offset = midpoint of the local send/receive times minus rank 0's time in between). */
+static int sync_rounds(void) {
+    const char *env = getenv("SCALGRAPH_CLOCK_SYNC");   /* rounds per rank; 0 turns it off */
+    int rounds = env && *env ? atoi(env) : 4;
+    return rounds < 0 ? 0 : rounds > 100 ? 100 : rounds;
+}
+
 static void clock_sync(double *offset, double *rtt) {
-    enum { ROUNDS = 4, TAG_PING = 1, TAG_PONG = 2 };
-    int rank = sg_run.rank, n = sg_run.nranks;
+    enum { TAG_PING = 1, TAG_PONG = 2 };
+    int rank = sg_run.rank, n = sg_run.nranks, rounds = sync_rounds();
     *offset = 0;
     *rtt = 0;
-    if (n <= 1 || sync_comm_ == MPI_COMM_NULL)
+    if (n <= 1 || sync_comm_ == MPI_COMM_NULL || rounds == 0)
         return;
     if (rank == 0) {
         for (int r = 1; r < n; r++)
-            for (int i = 0; i < ROUNDS; i++) {
+            for (int i = 0; i < rounds; i++) {
                 double dummy, now;
                 PMPI_Recv(&dummy, 1, MPI_DOUBLE, r, TAG_PING, sync_comm_, MPI_STATUS_IGNORE);
                 now = mono_seconds();
@@ -28,7 +35,7 @@ static void clock_sync(double *offset, double *rtt) {
         return;
     }
     double best = 1e30;
-    for (int i = 0; i < ROUNDS; i++) {
+    for (int i = 0; i < rounds; i++) {
         double t1 = mono_seconds(), t0;
         PMPI_Send(&t1, 1, MPI_DOUBLE, 0, TAG_PING, sync_comm_);
         PMPI_Recv(&t0, 1, MPI_DOUBLE, 0, TAG_PONG, sync_comm_, MPI_STATUS_IGNORE);

@@ -22,6 +22,7 @@ BIN = Path(sys.executable).parent
 MPICC = str(BIN / "mpicc") if (BIN / "mpicc").is_file() else shutil.which("mpicc")
 MPIEXEC = str(BIN / "mpiexec") if (BIN / "mpiexec").is_file() else shutil.which("mpiexec")
 PROGRAM = Path(__file__).resolve().parent.parent / "instrument" / "testprogs" / "patterns.c"
+THREADS = PROGRAM.with_name("threads.c")
 
 # vertex ids of patterns.c (see its header comment)
 BURN_A, BURN_B, INIT, SEND, RECV, IRECV, ISEND, WAITALL, WILD, WORKER, SPLIT, ALLRED, BARRIER, \
@@ -43,6 +44,8 @@ def programs(tmp_path_factory):
                     "void sg_register_psg(const struct sg_psg_tables *t) { (void)t; }\n"
                     "void sg_fn_enter(uint32_t f) { (void)f; }\nvoid sg_fn_exit(void) {}\n")
     subprocess.run([*common, str(stub), "-o", str(d / "plain")], check=True)
+    subprocess.run([MPICC, "-O1", "-g", "-pthread", "-I", str(INSTRUMENT_DIR), str(THREADS),
+                    *link_flags(shim_library(MPICC)), "-o", str(d / "threads")], check=True)
     return d
 
 
@@ -176,3 +179,23 @@ def test_counters_are_recorded_where_available_and_absent_otherwise(programs, tm
     tc = prof.counters["task-clock"]
     assert tc.shape == (2, 21) and np.all(tc >= 0)
     assert np.all(tc.argmax(axis=1) == BURN_A)
+
+
+def test_threads_calling_mpi_concurrently_keep_their_own_context(programs, tmp_path):
+    """MPI_THREAD_MULTIPLE: two threads per rank in two functions; a forked child writes nothing."""
+    n = 200
+    res = run(programs / "threads", 2, [n, tmp_path / "child"], tmp_path / "prof", check=False)
+    if "no MPI_THREAD_MULTIPLE" in res.stdout:
+        require_tool(False, "this MPI does not provide MPI_THREAD_MULTIPLE")
+    assert res.returncode == 0, res.stderr
+    prof = read_run(tmp_path / "prof")
+    init, finalize, barrier, a_sendrecv, b_sendrecv = 1, 2, 3, 5, 7
+    for r in range(2):
+        calls = {v: int(c) for v, c in enumerate(prof.calls[r]) if c}
+        assert calls == {init: 1, finalize: 1, barrier: 1, a_sendrecv: n, b_sendrecv: n}
+        rows = {(int(d["vertex"]), int(d["kind"]), int(d["peer"]), int(d["tag"]), int(d["count"]))
+                for d in prof.deps[prof.deps["rank"] == r]}
+        assert rows == {(a_sendrecv, DEP_SEND, 1 - r, 1, n), (a_sendrecv, DEP_RECV, 1 - r, 1, n),
+                        (b_sendrecv, DEP_SEND, 1 - r, 2, n), (b_sendrecv, DEP_RECV, 1 - r, 2, n),
+                        (barrier, DEP_COLL, -1, -1, 1)}
+    assert not (tmp_path / "child").exists()

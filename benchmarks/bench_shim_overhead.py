@@ -1,0 +1,113 @@
+"""Overhead of the runtime shim: wall time of sample programs built with sgcc (probes + shim, sampling
+at 200 Hz) divided by the same program built plainly (SCALGRAPH_NO_INSTRUMENT=1 sgcc: same compiler,
+same flags, no probes, no shim).  Both run in the same session, interleaved (plain, instrumented,
+plain, ...), and the median of the per-pair ratios is printed; then the bytes of each rank file for
+the default iterations and for ten times as many (they must not grow).
+
+    .venv/bin/python benchmarks/bench_shim_overhead.py                 # cg zeusmp masterworker, 4 and 8 ranks
+    .venv/bin/python benchmarks/bench_shim_overhead.py --samples cg --ranks 4 --reps 3
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import pathlib
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+BIN = pathlib.Path(sys.executable).parent
+SAMPLES = {"cg": "cg/cg.c", "zeusmp": "zeusmp/zeusmp.c", "masterworker": "masterworker/masterworker.c"}
+
+
+def build(sample: str, out_dir: pathlib.Path) -> tuple[pathlib.Path, pathlib.Path]:
+    src = ROOT / "samples" / SAMPLES[sample]
+    inst, plain = out_dir / f"{sample}-sg", out_dir / f"{sample}-plain"
+    sgcc = str(BIN / "sgcc")
+    subprocess.run([sgcc, "-O2", str(src), "-o", str(inst)], check=True)
+    subprocess.run([sgcc, "-O2", str(src), "-o", str(plain)], check=True,
+                   env=dict(os.environ, SCALGRAPH_NO_INSTRUMENT="1"))
+    return inst, plain
+
+
+def cpu_seconds() -> float:
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return ru.ru_utime + ru.ru_stime
+
+
+def wall(exe: pathlib.Path, ranks: int, out: pathlib.Path, args=(), cpu: list | None = None) -> float:
+    """Wall seconds of one mpiexec run; its CPU seconds (all ranks, user+system) appended to `cpu`."""
+    env = dict(os.environ, SCALGRAPH_OUT=str(out), SCALGRAPH_HZ="200")
+    c0, t0 = cpu_seconds(), time.perf_counter()
+    subprocess.run([str(BIN / "mpiexec"), "-n", str(ranks), str(exe), *args], env=env, check=True,
+                   stdout=subprocess.DEVNULL)
+    t = time.perf_counter() - t0
+    if cpu is not None:
+        cpu.append(cpu_seconds() - c0)
+    return t
+
+
+def rank_file_bytes(out: pathlib.Path) -> int:
+    sizes = [p.stat().st_size for p in out.glob("rank-*.sgp")]
+    return max(sizes) if sizes else 0
+
+
+def iterations_of(exe: pathlib.Path, ranks: int, tmp: pathlib.Path) -> int | None:
+    """The sample's default iteration count, read from its one output line (`iterations=N`)."""
+    res = subprocess.run([str(BIN / "mpiexec"), "-n", str(ranks), str(exe)], capture_output=True, text=True,
+                         env=dict(os.environ, SCALGRAPH_OUT=str(tmp / "probe")), check=True)
+    for word in res.stdout.replace(",", " ").split():
+        if word.startswith(("iterations=", "iters=", "tasks=", "steps=")):
+            return int(word.split("=")[1])
+    return None
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--samples", nargs="+", default=list(SAMPLES), choices=list(SAMPLES))
+    ap.add_argument("--ranks", nargs="+", type=int, default=[4, 8])
+    ap.add_argument("--reps", type=int, default=5, help="interleaved pairs per sample and scale")
+    args = ap.parse_args()
+    with tempfile.TemporaryDirectory(prefix="sg-bench-") as tmpname:
+        tmp = pathlib.Path(tmpname)
+        print(f"{'sample':<13}{'ranks':>6}{'plain s':>9}{'shim s':>9}{'ratio':>8}{'cpu ratio':>11}   "
+              f"(medians of {args.reps} interleaved pairs; ratios = medians of per-pair ratios)")
+        all_ratios, all_cpu = [], []
+        built = {s: build(s, tmp) for s in args.samples}
+        for sample, (inst, plain) in built.items():
+            for p in args.ranks:
+                wall(plain, p, tmp / "warm")   # page cache, shim build, first-run effects
+                pairs, cpu_plain, cpu_inst = [], [], []
+                for rep in range(args.reps):
+                    a = wall(plain, p, tmp / "x", cpu=cpu_plain)
+                    b = wall(inst, p, tmp / f"o-{sample}-{p}", cpu=cpu_inst)
+                    pairs.append((a, b))
+                ratio = statistics.median(b / a for a, b in pairs)
+                cpu_ratio = statistics.median(b / a for a, b in zip(cpu_plain, cpu_inst))
+                all_ratios.append(ratio)
+                all_cpu.append(cpu_ratio)
+                print(f"{sample:<13}{p:>6}{statistics.median(a for a, _ in pairs):>9.3f}"
+                      f"{statistics.median(b for _, b in pairs):>9.3f}{ratio:>8.3f}{cpu_ratio:>11.3f}")
+        print(f"overall median ratio: wall {statistics.median(all_ratios):.3f}, cpu {statistics.median(all_cpu):.3f}"
+              f"  (load average at the end: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores)")
+
+        print(f"\n{'sample':<13}{'ranks':>6}{'iters':>7}{'bytes/rank':>12}{'10x iters':>10}{'bytes/rank':>12}")
+        for sample, (inst, _) in built.items():
+            p = min(args.ranks)
+            n = iterations_of(inst, p, tmp)
+            if n is None:
+                print(f"{sample:<13}{p:>6}   (no iteration count printed; skipped)")
+                continue
+            wall(inst, p, tmp / f"b1-{sample}", [str(n)])
+            wall(inst, p, tmp / f"b10-{sample}", [str(10 * n)])
+            print(f"{sample:<13}{p:>6}{n:>7}{rank_file_bytes(tmp / f'b1-{sample}'):>12}{10 * n:>10}"
+                  f"{rank_file_bytes(tmp / f'b10-{sample}'):>12}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
