@@ -85,7 +85,7 @@ def random_programs(draw):
     """A random SPMD-like run: per step either a message between two ranks or a collective,
     with random compute in random functions before it; timings follow the blocking semantics."""
     p = draw(st.integers(2, 4))
-    steps = draw(st.lists(st.tuples(st.sampled_from(["msg", "barrier", "allreduce", "bcast"]),
+    steps = draw(st.lists(st.tuples(st.sampled_from(["msg", "nbmsg", "barrier", "allreduce", "bcast"]),
                                     st.integers(0, p - 1), st.integers(0, p - 1),
                                     st.lists(st.floats(0.0, 3.0).map(lambda x: round(x, 3)), min_size=p, max_size=p),
                                     st.lists(st.sampled_from("fgh"), min_size=p, max_size=p)),
@@ -111,6 +111,18 @@ def build_random(p, steps) -> Builder:
             done = max(ts, tr) + 0.2
             b.recv(c, tr, done, src=a)
             clock[a], clock[c] = ts + 0.1, done
+        elif kind == "nbmsg":
+            # a exchanges with c by Irecv + Isend + Waitall on both sides
+            if a == c:
+                continue
+            t_a, t_c = clock[a], clock[c]
+            for me, other, t0 in ((a, c, t_a), (c, a, t_c)):
+                b.irecv(me, t0, t0 + 0.05, req=1).isend(me, t0 + 0.05, t0 + 0.1, dst=other, req=2)
+            for me, t_me, t_other in ((a, t_a, t_c), (c, t_c, t_a)):
+                other = c if me == a else a
+                done = max(t_me, t_other) + 0.3
+                b.wait(me, t_me + 0.1, done, [("send", 2), ("recv", 1, other, 0)])
+                clock[me] = done
         else:
             name = {"barrier": "MPI_Barrier", "allreduce": "MPI_Allreduce", "bcast": "MPI_Bcast"}[kind]
             if kind == "bcast":

@@ -44,6 +44,22 @@ def test_text_report_and_binary_format(tmp_path, capsys):
     assert "main/g" in out and "short 2.250000  long 1.125000" in out
 
 
+def test_otf2_round_trip_gives_the_same_costs(tmp_path, capsys):
+    from conftest import require_tool
+    try:
+        import otf2  # noqa: F401
+        have = True
+    except ImportError:
+        have = False
+    require_tool(have, "PyPI otf2 is not installed")
+    anchor = tmp_path / "traces.otf2"
+    write_trace(figure3().build(), anchor, "otf2")
+    assert cli.main(["trace", str(anchor), "--json"]) == 0
+    rep = json.loads(capsys.readouterr().out)
+    causes = {c["callpath"]: round(c["seconds"], 9) for c in rep["delay"]["root_causes"]}
+    assert causes == {"main/g": 3.375, "main/f": 1.125, "main/MPI_Recv": 0.5}
+
+
 def test_clock_violation_is_corrected_before_replay(tmp_path, capsys):
     # the receive ends before the send starts (skewed clocks): corrected, then analysed
     b = Builder(2)
