@@ -197,6 +197,9 @@ def test_optimised_build_keeps_execution_order(tmp_path):
     psg = build_psg([FIG3], tmp_path, opt="-O2")[0]
     top = [psg.name[c] for c in psg.children[0]]
     assert top.index("loop") < top.index("MPI_Bcast") < top.index("MPI_Finalize")
+    # the vectoriser's copies of Loop 1.1 / 1.2 (vector body + remainder) are one vertex each
+    loops = [v for v in range(len(psg)) if psg.kind_name(v) == "LOOP"]
+    assert [psg.loop_depth[v] for v in loops] == [1, 2, 2]
     for name in ("MPI_Send", "MPI_Recv", "MPI_Bcast"):
         lines = {psg.line_first[v] for v in range(len(psg)) if psg.name[v] == name}
         assert lines == {line_of(FIG3, name + "(")}

@@ -78,7 +78,7 @@ def build_part(module: Module, source_path: str, modhash: str, *, max_loop_depth
     for f in users:
         display = dbg.subprogram(f.dbg)[0] or f.name
         trees[f.name] = (f, cfg.analyse(f), display)
-    local = {name: local_tree(f, cf, display, resolve) for name, (f, cf, display) in trees.items()}
+    local = {name: local_tree(f, cf, display, resolve, dbg.location) for name, (f, cf, display) in trees.items()}
     may_mpi, has_loops = _callee_facts(local, user_keys)
 
     def callee_mpi(key: str) -> bool:

@@ -28,6 +28,7 @@ class Node:
     depth: int = 0                  # LOOP: its nesting depth; others: depth of the enclosing loops
     seq_break: bool = False         # COMP: not a continuation of the computation before it (other arm)
     trivial: bool = False           # COMP: too small to be a vertex; joins a neighbouring COMP or its parent
+    source: tuple[str, int] = ("", 0)   # LOOP: file and line of its header (to spot optimiser copies)
     instrs: list[tuple[int, int]] = field(default_factory=list)   # owned (block, index)
 
 
@@ -66,7 +67,8 @@ def _counts_as_work(ins: Instr) -> bool:
     return not (ins.is_call and (ins.callee or "").startswith("llvm.dbg"))
 
 
-def local_tree(fn: Function, cf: cfg.ControlFlow, display_name: str, resolve) -> LocalTree:
+def local_tree(fn: Function, cf: cfg.ControlFlow, display_name: str, resolve, locate=None) -> LocalTree:
+    """locate(dbg id) -> (file, line), used to recognise loop copies made by the optimiser."""
     nodes = [Node(FUNCTION, display_name, -1)]
     owner: dict[tuple[int, int], int] = {}
     blocks_of: dict[int, list[int]] = {}
@@ -125,7 +127,7 @@ def local_tree(fn: Function, cf: cfg.ControlFlow, display_name: str, resolve) ->
                 run, brk = None, False
                 r = cf.regions[item[1]]
                 if r.kind == cfg.LOOP:
-                    nid = new(LOOP, "loop", me, depth=r.depth)
+                    nid = new(LOOP, "loop", me, depth=r.depth, source=_header_line(fn, r.head, locate))
                 else:
                     head_last = (r.head, len(fn.blocks[r.head].instrs) - 1)
                     nid = new(BRANCH, "branch", me, instrs=[head_last])
@@ -149,6 +151,14 @@ def local_tree(fn: Function, cf: cfg.ControlFlow, display_name: str, resolve) ->
     level(-1, 0)
     _set_depths(nodes, 0, 0)
     return LocalTree(nodes, owner)
+
+
+def _header_line(fn: Function, head: int, locate) -> tuple[str, int]:
+    if locate is None:
+        return ("", 0)
+    lines = [locate(ins.dbg) for ins in fn.blocks[head].instrs if ins.dbg >= 0]
+    lines = [fl for fl in lines if fl[1] > 0]
+    return min(lines, key=lambda fl: fl[1]) if lines else ("", 0)
 
 
 def _set_depths(nodes: list[Node], nid: int, depth: int) -> None:
@@ -224,12 +234,28 @@ def contract(tree: LocalTree, *, max_loop_depth: int, callee_mpi, callee_loops) 
         return state["open"]
 
     def fold_children(children: list[int], parent: int, state: dict) -> None:
+        loops_here: dict[tuple[str, int], int] = state.setdefault("loops", {})   # shared with spliced branches
         for c in children:
             n = nodes[c]
             if n.kind == COMP and n.trivial:          # no vertex of its own
                 node_local[c] = state["open"] if state["open"] is not None else parent
+            elif n.kind == LOOP and not mpi[c] and n.source[1] > 0 and n.source in loops_here and kept(c):
+                # a copy of the same source loop (vectorised body and remainder, versioning):
+                # one vertex for the source loop, its work in that loop's COMP
+                first = loops_here[n.source]
+                inner = next((i for i in range(first + 1, len(verts))
+                              if verts[i]["parent"] == first and verts[i]["kind"] == "COMP"), first)
+                node_local[c] = first
+                stack = list(n.children)
+                while stack:
+                    x = stack.pop()
+                    node_local[x] = inner
+                    stack.extend(nodes[x].children)
+                state["open"] = None
             elif kept(c):
                 emit(c, parent)
+                if n.kind == LOOP and not mpi[c]:
+                    loops_here.setdefault(n.source, node_local[c])
                 state["open"] = None
             elif n.kind == BRANCH:                      # the branch goes, its kept loops stay
                 node_local[c] = open_comp(state, parent, n.depth)
