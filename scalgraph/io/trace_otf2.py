@@ -347,7 +347,6 @@ def write_otf2(trace: Trace, anchor: str | os.PathLike) -> None:
     """Write the archive whose anchor file is `anchor` (must end in .otf2, basename > 5 characters,
     as scout requires).  The archive directory beside it must not exist yet."""
     otf2 = _otf2()
-    from otf2 import events as E
     from otf2.enums import (CollectiveOp, GroupType, LocationGroupType, LocationType, Paradigm,
                             RegionRole, RmaAtomicType, RmaSyncType, Type)
     anchor = pathlib.Path(anchor)
@@ -388,8 +387,8 @@ def write_otf2(trace: Trace, anchor: str | os.PathLike) -> None:
             win_def = {wid: d.rma_win(f"window {wid}", comm=comm_def[trace.windows[wid]]) for wid in sorted(trace.windows)}
             region_def = [_region_def(d, r, Paradigm, RegionRole) for r in regions]
             for rank in range(n):
-                _write_rank(w.event_writer_from_location(locs[rank]), trace, rank, region_def, comm_def, win_def,
-                            init_idx, fin_idx, tmin, tmax, zero, E, CollectiveOp, RmaAtomicType, RmaSyncType)
+                _write_rank(w, locs[rank], trace, rank, region_def, comm_def, win_def,
+                            init_idx, fin_idx, tmin, tmax, zero, CollectiveOp, RmaAtomicType, RmaSyncType)
     except UserError:
         shutil.rmtree(archive_dir / name, ignore_errors=True)
         anchor.unlink(missing_ok=True)
@@ -420,63 +419,84 @@ def _region_def(d, r: Region, Paradigm, RegionRole):
                     end_line_number=r.line, paradigm=Paradigm.MPI, region_role=role)
 
 
-def _write_rank(out, trace, rank, region_def, comm_def, win_def, init_idx, fin_idx, tmin, tmax, zero,
-                E, CollectiveOp, RmaAtomicType, RmaSyncType) -> None:
+def _write_rank(w, loc, trace, rank, region_def, comm_def, win_def, init_idx, fin_idx, tmin, tmax, zero,
+                CollectiveOp, RmaAtomicType, RmaSyncType) -> None:
+    """One rank's events through libotf2's writer calls directly (otf2's event objects cost several
+    times more than the writing); the bookkeeping otf2.EventWriter.write would do is done per rank."""
+    import _otf2
+    out = w.event_writer_from_location(loc)
+    h = out.handle
     ev = trace.events[rank]
-    ticks = (np.rint(ev["time"] * RESOLUTION).astype(np.int64) + zero).tolist()
-    regions_entered = set(ev["region"][ev["kind"] == ENTER].tolist())
-    if init_idx not in regions_entered:
-        t = int(round(tmin * RESOLUTION)) + zero
-        out(E.Enter(t, region_def[init_idx]))
-        out(E.Leave(t, region_def[init_idx]))
-    stack: list[int] = []
+    reg = [r._ref for r in region_def]
+    cref = {c: d._ref for c, d in comm_def.items()}
+    wref = {c: d._ref for c, d in win_def.items()}
     comm_rank = {cid: {m: i for i, m in enumerate(members)} for cid, members in trace.comms.items()}
     win_rank = {wid: comm_rank.get(cid, {}) for wid, cid in trace.windows.items()}
+    ticks = (np.rint(ev["time"] * RESOLUTION).astype(np.int64) + zero).tolist()
+    regions_entered = set(ev["region"][ev["kind"] == ENTER].tolist())
+    count = 0
+    first = last = None
+    if init_idx not in regions_entered:
+        first = t = int(round(tmin * RESOLUTION)) + zero
+        _otf2.EvtWriter_Enter(h, None, t, reg[init_idx])
+        _otf2.EvtWriter_Leave(h, None, t, reg[init_idx])
+        count += 2
+    stack: list[int] = []
     for t, kind, region, peer, tag, comm, nbytes, nrecv, req in zip(
             ticks, *(ev[f].tolist() for f in ("kind", "region", "peer", "tag", "comm", "bytes", "bytes_recv", "request"))):
         if kind == ENTER:
             stack.append(region)
-            out(E.Enter(t, region_def[region]))
+            _otf2.EvtWriter_Enter(h, None, t, reg[region])
         elif kind == EXIT:
             top = stack.pop() if stack else region
-            out(E.Leave(t, region_def[region if region >= 0 else top]))
-        elif kind in (SEND, ISEND):
-            if kind == SEND:
-                out(E.MpiSend(t, comm_rank[comm][peer], comm_def[comm], tag, nbytes))
-            else:
-                out(E.MpiIsend(t, comm_rank[comm][peer], comm_def[comm], tag, nbytes, req))
-        elif kind in (RECV, IRECV):
-            if kind == RECV:
-                out(E.MpiRecv(t, comm_rank[comm][peer], comm_def[comm], tag, nbytes))
-            else:
-                out(E.MpiIrecv(t, comm_rank[comm][peer], comm_def[comm], tag, nbytes, req))
+            _otf2.EvtWriter_Leave(h, None, t, reg[region if region >= 0 else top])
+        elif kind == SEND:
+            _otf2.EvtWriter_MpiSend(h, None, t, comm_rank[comm][peer], cref[comm], tag, nbytes)
+        elif kind == ISEND:
+            _otf2.EvtWriter_MpiIsend(h, None, t, comm_rank[comm][peer], cref[comm], tag, nbytes, req)
+        elif kind == RECV:
+            _otf2.EvtWriter_MpiRecv(h, None, t, comm_rank[comm][peer], cref[comm], tag, nbytes)
+        elif kind == IRECV:
+            _otf2.EvtWriter_MpiIrecv(h, None, t, comm_rank[comm][peer], cref[comm], tag, nbytes, req)
         elif kind == ISEND_COMPLETE:
-            out(E.MpiIsendComplete(t, req))
+            _otf2.EvtWriter_MpiIsendComplete(h, None, t, req)
         elif kind == IRECV_REQUEST:
-            out(E.MpiIrecvRequest(t, req))
+            _otf2.EvtWriter_MpiIrecvRequest(h, None, t, req)
         elif kind == REQUEST_CANCELLED:
-            out(E.MpiRequestCancelled(t, req))
+            _otf2.EvtWriter_MpiRequestCancelled(h, None, t, req)
         elif kind == COLL_BEGIN:
-            out(E.MpiCollectiveBegin(t))
+            _otf2.EvtWriter_MpiCollectiveBegin(h, None, t)
         elif kind == COLL_END:
-            op = _collective_op(trace, stack, CollectiveOp)
             root = UNDEFINED_U32 if peer < 0 else comm_rank[comm][peer]
-            out(E.MpiCollectiveEnd(t, op, comm_def[comm], root, nbytes, nrecv))
+            _otf2.EvtWriter_MpiCollectiveEnd(h, None, t, _collective_op(trace, stack, CollectiveOp), cref[comm],
+                                             root, nbytes, nrecv)
         elif kind in (RMA_PUT, RMA_GET, RMA_ACC, RMA_SYNC):
             remote = win_rank[comm].get(peer, UNDEFINED_U32)
-            mid = req if req >= 0 else 2**64 - 1
+            mid = req if req >= 0 else UNDEFINED_U64
             if kind == RMA_PUT:
-                out(E.RmaPut(t, win_def[comm], remote, nbytes, mid))
+                _otf2.EvtWriter_RmaPut(h, None, t, wref[comm], remote, nbytes, mid)
             elif kind == RMA_GET:
-                out(E.RmaGet(t, win_def[comm], remote, nbytes, mid))
+                _otf2.EvtWriter_RmaGet(h, None, t, wref[comm], remote, nbytes, mid)
             elif kind == RMA_ACC:
-                out(E.RmaAtomic(t, win_def[comm], remote, RmaAtomicType.ACCUMULATE, nbytes, nrecv, mid))
+                _otf2.EvtWriter_RmaAtomic(h, None, t, wref[comm], remote, RmaAtomicType.ACCUMULATE, nbytes, nrecv, mid)
             else:
-                out(E.RmaSync(t, win_def[comm], remote, RmaSyncType.MEMORY))
+                _otf2.EvtWriter_RmaSync(h, None, t, wref[comm], remote, RmaSyncType.MEMORY)
+        else:
+            continue
+        count += 1
+    if ticks:
+        first = ticks[0] if first is None else first
+        last = ticks[-1]
     if fin_idx not in regions_entered:
-        t = int(round(tmax * RESOLUTION)) + zero
-        out(E.Enter(t, region_def[fin_idx]))
-        out(E.Leave(t, region_def[fin_idx]))
+        last = t = int(round(tmax * RESOLUTION)) + zero
+        first = t if first is None else first
+        _otf2.EvtWriter_Enter(h, None, t, reg[fin_idx])
+        _otf2.EvtWriter_Leave(h, None, t, reg[fin_idx])
+        count += 2
+    loc._number_of_events_written = count          # what EventWriter.write counts per event
+    if first is not None:
+        w._update_timestamps(first)                # and what it tracks for the clock properties
+        w._update_timestamps(last)
 
 
 def _collective_op(trace: Trace, stack: list[int], CollectiveOp):
