@@ -73,6 +73,8 @@ def test_late_sender_wrong_order():
     # first receive waits 4 - 1 = 3; a later receive gets a message sent at 0 < 4: wrong order
     assert waits_of(res, "late_sender") == {1: (3.0, 0, 0)}
     assert waits_of(res, "late_sender_wrong_order") == {1: (3.0, 0, 0)}
+    assert waits_of(res, "late_sender_wrong_order_different") == {1: (3.0, 0, 0)}
+    assert waits_of(res, "late_sender_wrong_order_same") == {}
 
 
 def test_no_wrong_order_when_messages_arrive_in_send_order():
@@ -198,3 +200,16 @@ def test_waits_never_exceed_their_call_and_children_fit_their_parent(prog):
         if kids:
             inner = sum(res.cube[patterns.PATTERN_INDEX[k]] for k in kids)
             assert np.all(inner <= res.cube[patterns.PATTERN_INDEX[pat.key]] + 1e-9)
+
+
+def test_wrong_order_split_by_source():
+    b = Builder(3)
+    # rank 1 first waits for rank 0's tag-1 message (sent at 4), then receives an older message
+    # from rank 0 (tag 2, sent at 0) and an older one from rank 2 (sent at 0.5)
+    b.send(0, 0, 0.1, dst=1, tag=2).send(0, 4, 4.1, dst=1, tag=1)
+    b.send(2, 0.5, 0.6, dst=1, tag=0)
+    b.recv(1, 1, 4.2, src=0, tag=1).recv(1, 5, 6, src=0, tag=2).recv(1, 6, 7, src=2, tag=0)
+    res = replay(b)
+    assert waits_of(res, "late_sender_wrong_order") == {1: (3.0, 0, 0)}
+    assert waits_of(res, "late_sender_wrong_order_same") == {1: (3.0, 0, 0)}
+    assert waits_of(res, "late_sender_wrong_order_different") == {}

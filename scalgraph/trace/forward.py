@@ -122,7 +122,7 @@ def forward_replay(ctx: ReplayContext) -> ForwardResult:
     for pat in patterns.PATTERNS:
         if pat.evaluate is not None:
             found[pat.key] = pat.evaluate(ctx, found)
-    waits = np.concatenate([found[k] for k in found]) if found else np.zeros(0, patterns.WAIT_DTYPE)
+    waits = np.concatenate([found[p.key] for p in patterns.PATTERNS if p.evaluate is not None])
 
     c, p = ctx.ncallpaths, ctx.nranks
     excl = exclusive_time(ctx)

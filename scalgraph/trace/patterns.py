@@ -70,28 +70,59 @@ def _late_sender(ctx, found):
     return _fill("late_sender", m.dst, m.recv_op, wait, m.src, m.send_op, m.src)
 
 
-def _wrong_order(ctx, found):
-    """A Late Sender whose message was sent after a message that this rank receives later."""
+def _wrong_order_flags(ctx):
+    """Per message: a later receive of the same rank got a message sent before this one
+    (any source; and: from the same source)."""
+    m = ctx.msgs
+    send_t = ctx.time[m.send_evt]
+    any_src = np.zeros(len(m), bool)
+    same_src = np.zeros(len(m), bool)
+    order = np.lexsort((m.recv_evt, m.dst))
+    bounds = np.searchsorted(m.dst[order], np.arange(ctx.nranks + 1))
+    for r in range(ctx.nranks):                        # a loop over ranks, vectorised within
+        sel = order[bounds[r]:bounds[r + 1]]
+        if len(sel) < 2:
+            continue
+        any_src[sel] = _later_min(send_t[sel]) < send_t[sel]
+        src = m.src[sel]
+        for q in np.unique(src).tolist():
+            sub = sel[src == q]
+            same_src[sub] = _later_min(send_t[sub]) < send_t[sub]
+    return any_src, same_src
+
+
+def _later_min(s: np.ndarray) -> np.ndarray:
+    """Minimum over the strictly later entries (inf for the last)."""
+    return np.append(np.minimum.accumulate(s[::-1])[::-1][1:], np.inf)
+
+
+def _wrong_order_rows(ctx, found, key, select):
     ls = found["late_sender"]
     if len(ls) == 0:
         return _rows(0)
-    m = ctx.msgs
-    send_t = ctx.time[m.send_evt]
-    recv_pos = m.recv_evt
-    is_wo = np.zeros(len(m), bool)
-    for r in np.unique(m.dst).tolist():                 # a loop over ranks, vectorised within
-        sel = np.flatnonzero(m.dst == r)
-        sel = sel[np.argsort(recv_pos[sel], kind="stable")]
-        s = send_t[sel]
-        later_min = np.minimum.accumulate(s[::-1])[::-1]
-        later_min = np.append(later_min[1:], np.inf)    # min over strictly later receives
-        is_wo[sel] = later_min < s
+    if "_wrong_order_flags" not in found:
+        found["_wrong_order_flags"] = _wrong_order_flags(ctx)
+    any_src, same_src = found["_wrong_order_flags"]
+    flag = select(any_src, same_src)
     # the Late Sender row of a call is the message kept by keep_largest_per_group: find it by op
-    op_wo = np.zeros(ctx.nevents, bool)
-    op_wo[m.recv_op[is_wo]] = True
-    rows = ls[op_wo[ls["op"]]].copy()
-    rows["pattern"] = PATTERN_INDEX["late_sender_wrong_order"]
+    op_flag = np.zeros(ctx.nevents, bool)
+    op_flag[ctx.msgs.recv_op[flag]] = True
+    rows = ls[op_flag[ls["op"]]].copy()
+    rows["pattern"] = PATTERN_INDEX[key]
     return rows
+
+
+def _wrong_order(ctx, found):
+    """A Late Sender whose message was sent after a message that this rank receives later."""
+    return _wrong_order_rows(ctx, found, "late_sender_wrong_order", lambda a, s: a)
+
+
+def _wrong_order_same(ctx, found):
+    return _wrong_order_rows(ctx, found, "late_sender_wrong_order_same", lambda a, s: s)
+
+
+def _wrong_order_different(ctx, found):
+    return _wrong_order_rows(ctx, found, "late_sender_wrong_order_different", lambda a, s: a & ~s)
 
 
 def _late_receiver(ctx, found):
@@ -244,6 +275,11 @@ PATTERNS: tuple[Pattern, ...] = (
     Pattern("late_sender_wrong_order", "Late Sender / Wrong Order", "late_sender",
             "Late Sender while a message sent earlier was still waiting to be received",
             _wrong_order),
+    Pattern("late_sender_wrong_order_different", "Messages from different sources", "late_sender_wrong_order",
+            "Wrong order where the earlier-sent message came from another source", _wrong_order_different),
+    Pattern("late_sender_wrong_order_same", "Messages from same source", "late_sender_wrong_order",
+            "Wrong order where the earlier-sent message came from the same source (e.g. other tag)",
+            _wrong_order_same),
     Pattern("late_receiver", "Late Receiver", "p2p",
             "A blocking send waited for the receiver to post the matching receive",
             _late_receiver, sync=True),
