@@ -48,6 +48,7 @@ void sg_store_resize(uint32_t nvertices) SG_HIDDEN;
 extern uint64_t *sg_samples SG_HIDDEN, *sg_calls SG_HIDDEN, *sg_time_ns SG_HIDDEN, *sg_wait_ns SG_HIDDEN;
 extern uint64_t *sg_counter_vals SG_HIDDEN;            /* [SG_MAX_COUNTERS][nvertices] */
 extern uint64_t sg_deps_dropped SG_HIDDEN;
+void sg_add_time(uint32_t vertex, uint64_t ns) SG_HIDDEN;   /* time without another call */
 uint32_t sg_dep_snapshot(struct sg_dep_record *out, uint32_t max) SG_HIDDEN;
 uint32_t sg_dep_count(void) SG_HIDDEN;
 uint32_t sg_comm_count(void) SG_HIDDEN;

@@ -78,15 +78,20 @@ int MPI_Init_thread(int *argc, char ***argv, int required, int *provided) {
     SG_END(SG_NOT_WAITING)
 }
 
-/* the shim's part of MPI_Finalize: final clock offsets, then the file (while MPI still works) */
+/* The shim's part of MPI_Finalize. The file is written first, so a rank whose partners hang or die
+ * (the final ping-pong then never returns) still leaves its profile; it is rewritten with the final
+ * clock offset once that is measured. */
 void sg_mpi_before_finalize(uint32_t vertex) {
     uint64_t t0 = sg_now_ns();
+    sg_sampler_stop();
+    sg_run.end_time = sg_wall_seconds();
+    sg_run.clock_offset_final = sg_run.clock_rtt_final = __builtin_nan("");
+    sg_record_mpi(vertex, 0, SG_NOT_WAITING);
+    sg_write_profile(NULL, SG_FLAG_FINALIZED);
     clock_sync(&sg_run.clock_offset_final, &sg_run.clock_rtt_final);
     if (sync_comm_ != MPI_COMM_NULL)
         PMPI_Comm_free(&sync_comm_);
-    sg_record_mpi(vertex, sg_now_ns() - t0, SG_NOT_WAITING);
-    sg_sampler_stop();
-    sg_run.end_time = sg_wall_seconds();
+    sg_add_time(vertex, sg_now_ns() - t0);
     sg_write_profile(NULL, SG_FLAG_FINALIZED);
 }
 

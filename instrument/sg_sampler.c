@@ -157,10 +157,17 @@ void sg_sampler_start(void) {
     running_ = 1;
 }
 
+/* Called on every way out; also from the SIGTERM handler, so no stdio here. */
 void sg_sampler_stop(void) {
     if (!running_)
         return;
+    running_ = 0;
+    struct sigaction cur;
+    if (sigaction(SIGPROF, NULL, &cur) == 0 &&
+        (!(cur.sa_flags & SA_SIGINFO) || cur.sa_sigaction != on_sigprof)) {
+        sg_run.sampling_off = 1;   /* the program took SIGPROF over: its timer is left alone */
+        return;
+    }
     struct itimerval off = {{0, 0}, {0, 0}};
     setitimer(ITIMER_PROF, &off, NULL);
-    running_ = 0;
 }

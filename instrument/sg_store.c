@@ -56,6 +56,10 @@ void sg_record_mpi(uint32_t vertex, uint64_t ns, int waiting) {
         __atomic_fetch_add(&sg_wait_ns[vertex], ns, __ATOMIC_RELAXED);
 }
 
+void sg_add_time(uint32_t vertex, uint64_t ns) {
+    __atomic_fetch_add(&sg_time_ns[clamp_vertex(vertex)], ns, __ATOMIC_RELAXED);
+}
+
 /* ---- dependence table: open addressing, linear probing, one spin lock ---- */
 struct dep_slot {
     uint32_t used;

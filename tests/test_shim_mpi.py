@@ -9,6 +9,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -150,7 +151,7 @@ def test_file_is_written_on_sigterm(programs, tmp_path):
                             env=dict(os.environ, SCALGRAPH_OUT=str(out)), stdout=subprocess.PIPE, text=True)
     try:
         lines = [proc.stdout.readline(), proc.stdout.readline()]
-        assert lines[1].strip() == "ready", lines
+        assert lines[1].startswith("pid 0 "), lines
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=30) == -signal.SIGTERM
     finally:
@@ -160,6 +161,33 @@ def test_file_is_written_on_sigterm(programs, tmp_path):
     prof = read_run(out)
     assert prof.meta["written_by"] == ["sigterm"]
     assert prof.calls[0, WAITALL] == ITERS and prof.calls[0, SEND] == 0
+
+
+def test_a_killed_rank_leaves_the_other_files_intact_and_the_run_incomplete(programs, tmp_path):
+    """Rank 1 hangs and is killed (SIGKILL); rank 0 reached MPI_Finalize, whose file is complete."""
+    out = tmp_path / "prof"
+    proc = subprocess.Popen([MPIEXEC, "-n", "2", str(programs / "with_shim"), "2", "1", str(ITERS), "1000",
+                             "1000", "hang1"], env=dict(os.environ, SCALGRAPH_OUT=str(out)),
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    try:
+        line = proc.stdout.readline()
+        while line and not line.startswith("pid 1 "):
+            line = proc.stdout.readline()
+        victim = int(line.split()[2])
+        deadline = time.monotonic() + 60
+        while not (out / "rank-0.sgp").exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        os.kill(victim, signal.SIGKILL)
+        proc.wait(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    prof = read_run(out)
+    assert prof.meta["incomplete"] and prof.meta["missing_ranks"] == [1]
+    assert prof.meta["written_by"] == ["finalize", None]
+    assert prof.calls[0].tolist() == [expected_calls(0, 2).get(v, 0) for v in range(21)]
+    assert prof.calls[1].sum() == 0 and not list(out.glob("*.tmp.*"))
 
 
 def test_comm_sampling_zero_keeps_counts_and_drops_dependences(programs, tmp_path):
@@ -199,3 +227,38 @@ def test_threads_calling_mpi_concurrently_keep_their_own_context(programs, tmp_p
                         (b_sendrecv, DEP_SEND, 1 - r, 2, n), (b_sendrecv, DEP_RECV, 1 - r, 2, n),
                         (barrier, DEP_COLL, -1, -1, 1)}
     assert not (tmp_path / "child").exists()
+
+
+OWN_SIGPROF = r"""
+#include <mpi.h>
+#include <signal.h>
+#include <stdio.h>
+#include <sys/time.h>
+static volatile long ticks;
+static void on_prof(int sig) { (void)sig; ticks++; }
+int main(int argc, char **argv) {
+    signal(SIGPROF, on_prof);
+    struct itimerval it = {{0, 2000}, {0, 2000}}, cur;
+    setitimer(ITIMER_PROF, &it, NULL);
+    MPI_Init(&argc, &argv);
+    volatile double x = 0;
+    for (long i = 0; i < 300000000L && ticks < 20; i++) x += i;
+    MPI_Finalize();
+    getitimer(ITIMER_PROF, &cur);
+    printf("ticks %d timer %ld\n", ticks >= 20, (long)cur.it_interval.tv_usec);
+    return 0;
+}
+"""
+
+
+def test_a_program_that_owns_sigprof_keeps_it(programs, tmp_path):
+    """The program's own SIGPROF handler and timer win; the shim notes that it did not sample."""
+    from scalgraph.runtime.shim import link_flags, shim_library
+    src = tmp_path / "ownprof.c"
+    src.write_text(OWN_SIGPROF)
+    exe = tmp_path / "ownprof"
+    subprocess.run([MPICC, str(src), *link_flags(shim_library(MPICC)), "-o", str(exe)], check=True)
+    res = run(exe, 1, [], tmp_path / "prof")
+    assert res.stdout.split() == ["ticks", "1", "timer", "2000"]   # its handler ran, its timer still set
+    prof = read_run(tmp_path / "prof")
+    assert prof.meta["sampling_off_ranks"] == [0] and prof.calls[0, 0] == 2

@@ -1,6 +1,7 @@
 /* Test program for the shim (tests/test_shim_mpi.py): hand-written probes and PSG tables, the way
  * the compile wrapper would generate them, around known communication patterns.
- *   usage: patterns PX PY ITERS BURN_A BURN_B [exit|hang]
+ *   usage: patterns PX PY ITERS BURN_A BURN_B [exit|hang|hang1]
+ * exit: leave without MPI_Finalize; hang: every rank waits to be killed; hang1: ranks > 0 do.
  * Vertices (pre-order):      main template locals:      burn template locals:
  *   0 main                    0 FUNCTION                  0 FUNCTION
  *   1 CALL burn (site A)      1 CALL A                    1 LOOP
@@ -164,12 +165,10 @@ int main(int argc, char **argv) {
     fflush(stdout);
     if (strcmp(mode, "exit") == 0)
         exit(0);   /* no MPI_Finalize: the file is written at exit */
-    if (strcmp(mode, "hang") == 0) {
-        if (rank == 0) {
-            printf("ready\n");
-            fflush(stdout);
-        }
-        pause();   /* killed with SIGTERM by the test */
+    if (strcmp(mode, "hang") == 0 || (strcmp(mode, "hang1") == 0 && rank > 0)) {
+        printf("pid %d %ld\n", rank, (long)getpid());
+        fflush(stdout);
+        pause();   /* killed by the test */
     }
     sg_cur = L_SPLIT;
     MPI_Comm_free(&sub);
