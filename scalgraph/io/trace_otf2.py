@@ -119,7 +119,7 @@ _RAW = ("loc", "ticks", "kind", "region", "peer", "tag", "comm", "bytes", "bytes
 _RAW_DTYPE = np.dtype([(name, "<u8" if name in ("loc", "ticks", "request") else "<i8") for name in _RAW])
 
 
-def _raw_events(reader) -> list[tuple]:
+def _raw_events(reader) -> np.ndarray:
     import _otf2
     rows: list[tuple] = []
     NOREQ = UNDEFINED_U64
@@ -147,10 +147,15 @@ def _raw_events(reader) -> list[tuple]:
         getattr(_otf2, f"GlobalEvtReaderCallbacks_Set{name}Callback")(cbs, fn)
     _otf2.GlobalEvtReader_SetCallbacks(handle, cbs, None)
     _otf2.GlobalEvtReaderCallbacks_Delete(cbs)
+    # Batches become numpy rows at once, so Python tuples never hold more than one batch.
     batch = 1 << 16
-    while _otf2.GlobalEvtReader_ReadEvents(handle, batch) == batch:
-        pass
-    return rows
+    chunks = []
+    while True:
+        got = _otf2.GlobalEvtReader_ReadEvents(handle, batch)
+        chunks.append(np.array(rows, dtype=_RAW_DTYPE))
+        rows.clear()
+        if got < batch:
+            return np.concatenate(chunks)
 
 
 def _lookup(mapping: dict[int, int], keys: np.ndarray, missing: int = -1) -> np.ndarray:
@@ -166,8 +171,7 @@ def _lookup(mapping: dict[int, int], keys: np.ndarray, missing: int = -1) -> np.
 def _translate(raw, anchor, nranks, rank_of, region_index, comms, comm_id, self_comm_refs, win_id, win_members,
                zero, res):
     """Raw records -> per-rank event arrays with world ranks and our communicator/window ids."""
-    table = np.array(raw, dtype=_RAW_DTYPE)
-    cols = {name: table[name] for name in _RAW}
+    cols = {name: raw[name] for name in _RAW}
     rank = _lookup(rank_of, cols["loc"])
     keep = rank >= 0
     skipped = int((~keep).sum())
