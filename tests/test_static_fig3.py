@@ -203,3 +203,12 @@ def test_optimised_build_keeps_execution_order(tmp_path):
     for name in ("MPI_Send", "MPI_Recv", "MPI_Bcast"):
         lines = {psg.line_first[v] for v in range(len(psg)) if psg.name[v] == name}
         assert lines == {line_of(FIG3, name + "(")}
+    # ranges stay at their own inlining level: main's vertices span main's lines, the branch
+    # inlined from foo spans foo's lines
+    main_lines = range(line_of(FIG3, "int main("), line_of(FIG3, "void foo(void) {"))
+    foo_lines = range(line_of(FIG3, "void foo(void) {"), line_of(FIG3, "MPI_Recv(") + 2)
+    assert psg.line_first[0] in main_lines and psg.line_last[0] in main_lines
+    for v in loops:
+        assert psg.line_first[v] in main_lines and psg.line_last[v] in main_lines
+    branch = psg.parent[next(v for v in range(len(psg)) if psg.name[v] == "MPI_Send")]
+    assert psg.line_first[branch] in foo_lines and psg.line_last[branch] in foo_lines

@@ -19,7 +19,7 @@ _TARGET = re.compile(r'label %(' + _IDENT + r')')
 _CALLEE = re.compile(r'([@%]' + _IDENT + r')\(')
 _CALL_KW = re.compile(r'(?:^|=\s|\s)(?:(?:tail|musttail|notail)\s+)?(call|invoke|callbr)\s')
 _FIELD = re.compile(r'(\w+): ("(?:[^"\\]|\\.)*"|[^,()]+)')
-_LOCATION = re.compile(r'^!DILocation\(line: (\d+)(?:, column: \d+)?, scope: !(\d+)')
+_LOCATION = re.compile(r'^!DILocation\(line: (\d+)(?:, column: \d+)?, scope: !(\d+)(?:, inlinedAt: !(\d+))?')
 
 TERMINATORS = {"ret", "br", "switch", "indirectbr", "invoke", "callbr", "resume", "unreachable",
                "cleanupret", "catchret", "catchswitch"}
@@ -213,6 +213,7 @@ class DebugInfo:
         self._loc: dict[int, tuple[str, int]] = {}
         self._scope_file: dict[int, str] = {}
         self._fields: dict[int, dict[str, str]] = {}
+        self._chain: dict[int, list[tuple[str, int]]] = {}
 
     def _f(self, mid: int) -> dict[str, str]:
         got = self._fields.get(mid)
@@ -239,6 +240,22 @@ class DebugInfo:
                 line = 0
             got = (self.scope_file(_ref(f.get("scope"))), line)
             self._loc[mid] = got
+        return got
+
+    def chain(self, mid: int) -> list[tuple[str, int]]:
+        """(file, line) of a DILocation and of the call sites it was inlined at, innermost first;
+        the last entry is the line in the function that holds the instruction now."""
+        got = self._chain.get(mid)
+        if got is None:
+            got = [self.location(mid)] if mid >= 0 else [("", 0)]
+            m = _LOCATION.match(self.md.get(mid, "")) if mid >= 0 else None
+            if m is None and mid >= 0:
+                outer = _ref(self._f(mid).get("inlinedAt"))
+            else:
+                outer = int(m.group(3)) if m and m.group(3) else -1
+            if outer >= 0 and outer != mid:
+                got = got + self.chain(outer)
+            self._chain[mid] = got
         return got
 
     def scope_file(self, mid: int) -> str:

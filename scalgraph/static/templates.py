@@ -291,18 +291,38 @@ def full_counts(tree: LocalTree) -> tuple[dict[str, int], list[str]]:
 
 def attach_lines(verts: list[dict], instr_local: dict[tuple[int, int], int], fn: Function,
                  dbg: DebugInfo, home_file: str, home_line: int) -> None:
-    """file, first and last line of every template vertex: its own instructions' lines, widened by
-    its descendants' for structures; in the function's own file when it has lines there."""
-    spans: list[dict[str, list[int]]] = [{} for _ in verts]
+    """file, first and last line of every template vertex.
+
+    MPI, CALL and INDIRECT vertices take their call's own line (inside an inlined function, the
+    line there).  Structures and COMPs span their subtree's lines *at their own inlining level*: a
+    loop of main that contains code inlined from a helper spans main's lines (the helper's code
+    counts at its call site), while a loop inlined from the helper spans the helper's lines."""
+    parent = [v["parent"] for v in verts]
+    leaf = [v["kind"] in ("MPI", "CALL", "INDIRECT") for v in verts]
+    located = []
+    level = [1 << 30] * len(verts)          # inlining depth of each vertex's own code
     for (b, idx), local in instr_local.items():
-        file, line = dbg.location(fn.blocks[b].instrs[idx].dbg)
-        if line <= 0:
+        chain = dbg.chain(fn.blocks[b].instrs[idx].dbg)
+        if chain[0][1] <= 0:
             continue
-        _widen(spans[local], file, line, line)
-    for local in range(len(verts) - 1, 0, -1):      # children come after parents in pre-order
-        if verts[verts[local]["parent"]]["kind"] in ("FUNCTION", "LOOP", "BRANCH"):
-            for file, (a, z) in spans[local].items():
-                _widen(spans[verts[local]["parent"]], file, a, z)
+        located.append((local, chain))
+        level[local] = min(level[local], len(chain) - 1)
+    for local in range(len(verts) - 1, 0, -1):      # a structure without code of its own: its children's
+        level[parent[local]] = min(level[parent[local]], level[local])
+    spans: list[dict[str, list[int]]] = [{} for _ in verts]
+    for local, chain in located:
+        depth = len(chain) - 1
+        if leaf[local]:
+            _widen(spans[local], *chain[0], chain[0][1])
+        v = local
+        while v >= 0:
+            if not leaf[v]:
+                file, line = chain[max(0, min(depth, depth - level[v]))]
+                if line > 0:
+                    _widen(spans[v], file, line, line)
+            v = parent[v]
+            if v >= 0 and verts[v]["kind"] not in ("FUNCTION", "LOOP", "BRANCH"):
+                break
     if home_line > 0:
         _widen(spans[0], home_file, home_line, home_line)
     for v, span in zip(verts, spans):
