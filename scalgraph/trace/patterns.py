@@ -165,19 +165,19 @@ def _argmax_rows(values, mask):
     return np.argmax(v, axis=1), v.max(axis=1)
 
 
-def _coll_rows(pattern_key, ci, op, wait, causer_col, key_cp_col=None):
-    n, size = op.shape
-    rows_idx = np.arange(n)[:, None].repeat(size, 1)
-    ranks = np.broadcast_to(ci.members, op.shape)
-    causer_col = np.broadcast_to(causer_col[:, None] if causer_col.ndim == 1 else causer_col, op.shape)
-    cp_col = causer_col if key_cp_col is None else np.broadcast_to(
-        key_cp_col[:, None] if key_cp_col.ndim == 1 else key_cp_col, op.shape)
-    causer = ci.members[causer_col]
-    causer_op = op[rows_idx, causer_col]
-    key = np.full(op.shape, -1, np.int64)
-    key[...] = ci.key
-    return _fill(pattern_key, ranks.ravel(), op.ravel(), wait.ravel(), causer.ravel(), causer_op.ravel(),
-                 key.ravel(), ci.members[cp_col].ravel(), op[rows_idx, cp_col].ravel())
+def _coll_rows(pattern_key, ci, op, wait, causer_col, cp_causer_col=None):
+    """Rows for a [instances, members] wait matrix; causer columns are per instance ([n]) or per
+    member ([n, size]); the critical-path causer defaults to the delay causer."""
+    def per_member(col):
+        return np.broadcast_to(col[:, None] if col.ndim == 1 else col, op.shape)
+
+    rows_idx = np.broadcast_to(np.arange(op.shape[0])[:, None], op.shape)
+    causer_col = per_member(causer_col)
+    cp_col = causer_col if cp_causer_col is None else per_member(cp_causer_col)
+    ranks = np.broadcast_to(ci.members, op.shape).ravel()
+    key = np.full(op.size, ci.key, np.int64)
+    return _fill(pattern_key, ranks, op.ravel(), wait.ravel(), ci.members[causer_col].ravel(),
+                 op[rows_idx, causer_col].ravel(), key, ci.members[cp_col].ravel(), op[rows_idx, cp_col].ravel())
 
 
 def _sync_wait(kind, pattern_key, senders_only):
