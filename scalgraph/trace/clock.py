@@ -120,22 +120,24 @@ def logical_messages(trace: tm.Trace, params: ClockParams = ClockParams()) -> Lo
     flat = matching.flatten(trace)
     nest = matching.match_regions(flat)
     msgs = matching.match_messages(flat, nest)
-    sets: list[np.ndarray] = [np.array([s]) for s in msgs.send_evt.tolist()]
-    kinds = [P2P] * len(sets)
-    lmins = [params.l_min_p2p] * len(sets)
-    recv_evt = list(msgs.recv_evt.tolist())
-    recv_set = list(range(len(sets)))
+    # p2p messages are the first sets, one sender each (vectorised); collectives are appended
+    np2p = len(msgs.send_evt)
+    sets: list[np.ndarray] = [msgs.send_evt.astype(np.int64)]
+    sizes: list[int] = []
+    kinds: list[int] = []
+    recv_evt: list[np.ndarray] = [msgs.recv_evt.astype(np.int64)]
+    recv_set: list[np.ndarray] = [np.arange(np2p, dtype=np.int64)]
 
     def add(kind: int, senders, receivers) -> None:
         senders = np.asarray(senders, np.int64)
-        receivers = [int(r) for r in receivers]
-        if len(senders) == 0 or not receivers:
+        receivers = np.asarray(receivers, np.int64)
+        if len(senders) == 0 or len(receivers) == 0:
             return
         sets.append(senders)
+        sizes.append(len(senders))
         kinds.append(kind)
-        lmins.append(params.l_min_coll)
-        recv_evt.extend(receivers)
-        recv_set.extend([len(sets) - 1] * len(receivers))
+        recv_evt.append(receivers)
+        recv_set.append(np.full(len(receivers), np2p + len(sizes) - 1, np.int64))
 
     ev, partner = flat.ev, nest.partner
     for inst in matching.match_collectives(flat, nest, trace.comms):
@@ -170,11 +172,12 @@ def logical_messages(trace: tm.Trace, params: ClockParams = ClockParams()) -> Lo
                 for l in range(1, len(inst.members)):
                     add(SCAN, enters[:l + 1], exits[l:l + 1])
     _add_init_finalize(trace, flat, nest, add)
-    ptr = np.concatenate(([0], np.cumsum([len(s) for s in sets]))).astype(np.int64)
+    size = np.concatenate((np.ones(np2p, np.int64), np.asarray(sizes, np.int64)))
     return LogicalMessages(
-        set_members=np.concatenate(sets).astype(np.int64) if sets else np.zeros(0, np.int64),
-        set_ptr=ptr, set_kind=np.asarray(kinds, np.int8), set_lmin=np.asarray(lmins, float),
-        recv_evt=np.asarray(recv_evt, np.int64), recv_set=np.asarray(recv_set, np.int64))
+        set_members=np.concatenate(sets), set_ptr=np.concatenate(([0], np.cumsum(size))).astype(np.int64),
+        set_kind=np.concatenate((np.full(np2p, P2P, np.int8), np.asarray(kinds, np.int8))),
+        set_lmin=np.concatenate((np.full(np2p, params.l_min_p2p), np.full(len(sizes), params.l_min_coll))),
+        recv_evt=np.concatenate(recv_evt), recv_set=np.concatenate(recv_set))
 
 
 def _op_name(trace: tm.Trace, region: int) -> str:
@@ -318,7 +321,10 @@ def _forward(t: np.ndarray, flat, lm: LogicalMessages, p: ClockParams):
     rank_starts = np.searchsorted(uniq, flat.offsets).tolist()   # receives of rank r: uniq[rank_starts[r]:rank_starts[r+1]]
     uniq_l = uniq.tolist()
     offsets = flat.offsets.tolist()
-    members_of = [lm.set_members[lm.set_ptr[s]:lm.set_ptr[s + 1]] for s in range(lm.nsets)]
+    set_ptr = lm.set_ptr.tolist()
+
+    def members_of(s: int) -> np.ndarray:
+        return lm.set_members[set_ptr[s]:set_ptr[s + 1]]
     lmin = lm.set_lmin.tolist()
     set_value: list[float | None] = [None] * lm.nsets
     pending = [-1] * lm.nsets                   # members not yet computed; -1 = not counted yet
@@ -360,7 +366,7 @@ def _forward(t: np.ndarray, flat, lm: LogicalMessages, p: ClockParams):
             c[i] = prev
 
     def set_ready(s: int) -> None:
-        set_value[s] = float(c[members_of[s]].max())
+        set_value[s] = float(c[members_of(s)].max())
         for w in set_waiters.pop(s, []):
             blocked[w] -= 1
             if blocked[w] == 0:
@@ -395,7 +401,7 @@ def _forward(t: np.ndarray, flat, lm: LogicalMessages, p: ClockParams):
                 if set_value[s] is not None:
                     continue
                 if pending[s] < 0:
-                    m = members_of[s]
+                    m = members_of(s)
                     mr = flat.rank[m]
                     todo = np.flatnonzero(m >= np.asarray(done)[mr])
                     pending[s] = len(todo)
