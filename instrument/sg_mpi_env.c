@@ -9,17 +9,29 @@ static MPI_Comm sync_comm_ = MPI_COMM_NULL;   /* the shim's own traffic never me
 
 static double mono_seconds(void) { return 1e-9 * (double)sg_now_ns(); }
 
-/* Offset of this rank's CLOCK_MONOTONIC to rank 0's, from the ping-pong with the smallest round trip
- * (offset = midpoint of the local send/receive times minus rank 0's time in between). */
-static int sync_rounds(void) {
-    const char *env = getenv("SCALGRAPH_CLOCK_SYNC");   /* rounds per rank; 0 turns it off */
-    int rounds = env && *env ? atoi(env) : 4;
-    return rounds < 0 ? 0 : rounds > 100 ? 100 : rounds;
+/* Ping-pong rounds per rank for the clock offsets: SCALGRAPH_CLOCK_SYNC=N, 0 = off. By default
+ * (auto) 4 rounds, and none at all when the launcher says every rank runs on this host: they then
+ * read one and the same CLOCK_MONOTONIC, so every offset is exactly 0 (recorded with rtt 0). The
+ * ping-pong costs a scheduler time slice per message when ranks outnumber cores. */
+static int sync_rounds(int nranks) {
+    const char *env = getenv("SCALGRAPH_CLOCK_SYNC");
+    if (env && *env) {
+        int rounds = atoi(env);
+        return rounds < 0 ? 0 : rounds > 100 ? 100 : rounds;
+    }
+    const char *local = getenv("MPI_LOCALNRANKS");                 /* MPICH's Hydra */
+    if (local == NULL)
+        local = getenv("OMPI_COMM_WORLD_LOCAL_SIZE");              /* Open MPI */
+    if (local != NULL && atoi(local) == nranks)
+        return 0;
+    return 4;
 }
 
+/* Offset of this rank's CLOCK_MONOTONIC to rank 0's, from the ping-pong with the smallest round trip
+ * (offset = midpoint of the local send/receive times minus rank 0's time in between). */
 static void clock_sync(double *offset, double *rtt) {
     enum { TAG_PING = 1, TAG_PONG = 2 };
-    int rank = sg_run.rank, n = sg_run.nranks, rounds = sync_rounds();
+    int rank = sg_run.rank, n = sg_run.nranks, rounds = sync_rounds(n);
     *offset = 0;
     *rtt = 0;
     if (n <= 1 || sync_comm_ == MPI_COMM_NULL || rounds == 0)
@@ -60,7 +72,8 @@ void sg_mpi_after_init(void) {
     if (nl)
         *nl = 0;
     snprintf(sg_run.mpi_library, sizeof sg_run.mpi_library, "%.255s", version);
-    PMPI_Comm_dup(MPI_COMM_WORLD, &sync_comm_);
+    if (size > 1 && sync_rounds(size) > 0)
+        PMPI_Comm_dup(MPI_COMM_WORLD, &sync_comm_);
     clock_sync(&sg_run.clock_offset_init, &sg_run.clock_rtt_init);
 }
 

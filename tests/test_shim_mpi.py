@@ -262,3 +262,17 @@ def test_a_program_that_owns_sigprof_keeps_it(programs, tmp_path):
     assert res.stdout.split() == ["ticks", "1", "timer", "2000"]   # its handler ran, its timer still set
     prof = read_run(tmp_path / "prof")
     assert prof.meta["sampling_off_ranks"] == [0] and prof.calls[0, 0] == 2
+
+
+def test_clock_offsets_by_ping_pong_are_bounded_by_half_the_round_trip(programs, tmp_path):
+    """On one host the true offset is 0, so the estimate can be off by at most rtt/2; by default the
+    shim knows all ranks share the clock and measures nothing (offsets 0, rtt 0)."""
+    run(programs / "with_shim", 4, [2, 2, 1, 1000, 1000], tmp_path / "forced",
+        env={"SCALGRAPH_CLOCK_SYNC": "3"})
+    run(programs / "with_shim", 4, [2, 2, 1, 1000, 1000], tmp_path / "auto")
+    forced, auto = read_run(tmp_path / "forced").meta, read_run(tmp_path / "auto").meta
+    for when in ("init", "final"):
+        off, rtt = forced[f"clock_offset_{when}"], forced[f"clock_rtt_{when}"]
+        assert off[0] == 0 and rtt[0] == 0 and all(r > 0 for r in rtt[1:])
+        assert all(abs(o) <= r / 2 + 1e-9 for o, r in zip(off, rtt))
+        assert auto[f"clock_offset_{when}"] == [0.0] * 4 and auto[f"clock_rtt_{when}"] == [0.0] * 4
