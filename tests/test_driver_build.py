@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import require_tool
+from conftest import ROOT, require_tool
 
 BIN = Path(sys.executable).parent
 PROGRAMS = {"sgcc": "c", "sgcxx": "c++", "sgfort": "fortran"}
@@ -220,13 +220,26 @@ SAMPLE_ARGS = {"fig3": [], "alltoall": ["2"], "balanced": ["2"], "cg": ["3"], "m
                "zeusmp": ["2"], "stencil2d": ["2"]}
 
 
-def sample_sources(samples_dir: Path) -> list[Path]:
-    return sorted(p for p in samples_dir.glob("*/*") if p.suffix in (".c", ".cpp"))
+def sample_programs(samples_dir: Path) -> dict[str, list[Path]]:
+    """Each C/C++ source with a main is a program, linked with the files of its directory that have
+    no main and share its name's prefix (psgcases/multi_main.c + multi_lib.c)."""
+    programs = {}
+    for d in sorted(p for p in samples_dir.iterdir() if p.is_dir()):
+        sources = sorted(p for p in d.iterdir() if p.suffix in (".c", ".cpp"))
+        mains = [p for p in sources if "main(" in p.read_text()]
+        for m in mains:
+            prefix = m.stem.split("_")[0]
+            programs[f"{d.name}/{m.name}"] = [m] + [p for p in sources if p not in mains and p.suffix == m.suffix
+                                                   and p.stem.split("_")[0] == prefix]
+    return programs
 
 
-@pytest.mark.parametrize("name", sorted(SAMPLE_ARGS))
-def test_sample_output_equals_the_mpicc_build(tmp_path, mode, samples_dir, name):
-    sources = [p for p in sample_sources(samples_dir) if p.parent.name == name]
+PROGRAMS_IN_SAMPLES = sample_programs(ROOT / "samples") if (ROOT / "samples").is_dir() else {}
+
+
+@pytest.mark.parametrize("name", sorted(PROGRAMS_IN_SAMPLES) or ["fig3/fig3.c"])
+def test_sample_output_equals_the_mpicc_build(tmp_path, mode, name):
+    sources = PROGRAMS_IN_SAMPLES.get(name)
     require_tool(bool(sources), f"sample {name} not in this tree")
     cxx = sources[0].suffix == ".cpp"
     wrapper = MPICXX if cxx else MPICC
@@ -235,7 +248,7 @@ def test_sample_output_equals_the_mpicc_build(tmp_path, mode, samples_dir, name)
                            capture_output=True, text=True)
     require_tool(plain.returncode == 0, f"plain {wrapper} cannot build {name}: {plain.stderr[:200]}")
     sg("sgcxx" if cxx else "sgcc", ["-O2", *map(str, sources), "-o", "wrapped", "-lm"], tmp_path, mode)
-    args = SAMPLE_ARGS[name]
+    args = SAMPLE_ARGS.get(name.split("/")[0], [])
     expected = mpirun(tmp_path / "plain", 4, *args, cwd=tmp_path)
     assert expected.strip(), "the sample prints something to compare"
     assert mpirun(tmp_path / "wrapped", 4, *args, cwd=tmp_path) == expected
