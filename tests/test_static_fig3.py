@@ -210,5 +210,8 @@ def test_optimised_build_keeps_execution_order(tmp_path):
     assert psg.line_first[0] in main_lines and psg.line_last[0] in main_lines
     for v in loops:
         assert psg.line_first[v] in main_lines and psg.line_last[v] in main_lines
-    branch = psg.parent[next(v for v in range(len(psg)) if psg.name[v] == "MPI_Send")]
+    send = next(v for v in range(len(psg)) if psg.name[v] == "MPI_Send")
+    branch = psg.parent[send]
     assert psg.line_first[branch] in foo_lines and psg.line_last[branch] in foo_lines
+    # inlined code says where it comes from
+    assert psg.function[branch] == psg.function[send] == "foo" and psg.function[psg.parent[branch]] == "main"

@@ -8,7 +8,7 @@ import os
 import sys
 
 from scalgraph.errors import UserError
-from scalgraph.model.psg import KINDS, LOOP, MPI, PSG
+from scalgraph.model.psg import FUNCTION, KINDS, LOOP, MPI, PSG
 
 
 def add_arguments(p) -> None:
@@ -58,12 +58,14 @@ def _short(path: str) -> str:
     return rel if not rel.startswith("..") else path
 
 
-def _label(psg: PSG, v: int) -> str:
+def _label(psg: PSG, v: int, home: str = "") -> str:
     f, a, b = _short(psg.file[v]), psg.line_first[v], psg.line_last[v]
     loc = f"{f}:{a}" if b in (0, a) else f"{f}:{a}-{b}"
     if a == 0:
         loc = f
     extra = f"  -> #{psg.recursion_target[v]} (recursion)" if psg.recursion_target[v] >= 0 else ""
+    if home and psg.kind[v] != FUNCTION and psg.function[v] != home:
+        extra += f"  [inlined from {psg.function[v]}]"
     return f"{KINDS[psg.kind[v]]} {psg.name[v]}  {loc}  #{v}{extra}"
 
 
@@ -83,15 +85,17 @@ def render_tree(psg: PSG, max_loop_depth: int | None = None) -> str:
     mpi = _has_mpi(psg) if max_loop_depth is not None else None
     lines: list[str] = []
     roots = [v for v in range(len(psg)) if psg.parent[v] < 0]
-    stack = [(r, 0) for r in reversed(roots)]
+    stack = [(r, 0, psg.function[r]) for r in reversed(roots)]
     while stack:
-        v, d = stack.pop()
+        v, d, home = stack.pop()
         if mpi is not None and psg.kind[v] == LOOP and psg.loop_depth[v] > max_loop_depth and not mpi[v]:
             lines.append("  " * d + f"COMP (merged loops)  {_short(psg.file[v])}:{psg.line_first[v]}-"
                          f"{psg.line_last[v]}  #{v}")
             continue
-        lines.append("  " * d + _label(psg, v))
-        stack.extend((c, d + 1) for c in reversed(psg.children[v]))
+        if psg.kind[v] == FUNCTION:
+            home = psg.function[v]
+        lines.append("  " * d + _label(psg, v, home))
+        stack.extend((c, d + 1, home) for c in reversed(psg.children[v]))
     return "\n".join(lines) + "\n"
 
 

@@ -213,7 +213,7 @@ class DebugInfo:
         self._loc: dict[int, tuple[str, int]] = {}
         self._scope_file: dict[int, str] = {}
         self._fields: dict[int, dict[str, str]] = {}
-        self._chain: dict[int, list[tuple[str, int]]] = {}
+        self._chain: dict[int, list[tuple[str, int, int]]] = {}
 
     def _f(self, mid: int) -> dict[str, str]:
         got = self._fields.get(mid)
@@ -242,12 +242,12 @@ class DebugInfo:
             self._loc[mid] = got
         return got
 
-    def chain(self, mid: int) -> list[tuple[str, int]]:
-        """(file, line) of a DILocation and of the call sites it was inlined at, innermost first;
-        the last entry is the line in the function that holds the instruction now."""
+    def chain(self, mid: int) -> list[tuple[str, int, int]]:
+        """(file, line, DILocation id) of a location and of the call sites it was inlined at,
+        innermost first; the last entry is the line in the function that holds the code now."""
         got = self._chain.get(mid)
         if got is None:
-            got = [self.location(mid)] if mid >= 0 else [("", 0)]
+            got = [(*self.location(mid), mid)] if mid >= 0 else [("", 0, -1)]
             m = _LOCATION.match(self.md.get(mid, "")) if mid >= 0 else None
             if m is None and mid >= 0:
                 outer = _ref(self._f(mid).get("inlinedAt"))
@@ -257,6 +257,17 @@ class DebugInfo:
                 got = got + self.chain(outer)
             self._chain[mid] = got
         return got
+
+    def function_of(self, mid: int) -> str:
+        """Display name of the function whose source a DILocation is in (inlined code: the callee)."""
+        cur = _ref(self._f(mid).get("scope")) if mid >= 0 else -1
+        guard = 0
+        while cur >= 0 and guard < 64:
+            if self.md.get(cur, "").startswith("!DISubprogram("):
+                return self.subprogram(cur)[0]
+            cur = _ref(self._f(cur).get("scope"))
+            guard += 1
+        return ""
 
     def scope_file(self, mid: int) -> str:
         if mid < 0:

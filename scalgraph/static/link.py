@@ -178,8 +178,8 @@ class _Builder:
             kind = _KIND[v["kind"]]
             if self._kept(key, local, ctx):
                 state["open"] = -1
-                vid = self._vertex(kind, self._name(v), self.f[key]["display"], v["file"], v["first"],
-                                   v["last"], parent_vid, inst, local, ctx + v["depth"])
+                vid = self._vertex(kind, self._name(v), v.get("function") or self.f[key]["display"],
+                                   v["file"], v["first"], v["last"], parent_vid, inst, local, ctx + v["depth"])
                 g.inst_vid[inst][local] = vid
                 if kind == CALL:
                     self._call(v["callee"], inst, local, vid, ctx + v["depth"], path)
@@ -202,8 +202,9 @@ class _Builder:
     def _open_comp(self, state, v, parent_vid, key, ctx, inst, local) -> int:
         g = self.g
         if state["open"] < 0:
-            state["open"] = self._vertex(COMP, "comp", self.f[key]["display"], v["file"], v["first"],
-                                         v["last"], parent_vid, inst, local, ctx + v["depth"])
+            state["open"] = self._vertex(COMP, "comp", v.get("function") or self.f[key]["display"],
+                                         v["file"], v["first"], v["last"], parent_vid, inst, local,
+                                         ctx + v["depth"])
         comp = state["open"]
         if v["file"] == g.file[comp] and v["first"] > 0:
             g.line_first[comp] = min(x for x in (g.line_first[comp], v["first"]) if x > 0)

@@ -310,25 +310,34 @@ def attach_lines(verts: list[dict], instr_local: dict[tuple[int, int], int], fn:
     for local in range(len(verts) - 1, 0, -1):      # a structure without code of its own: its children's
         level[parent[local]] = min(level[parent[local]], level[local])
     spans: list[dict[str, list[int]]] = [{} for _ in verts]
+    where: list[int] = [-1] * len(verts)       # a DILocation of the vertex's own code, at its level
     for local, chain in located:
         depth = len(chain) - 1
         if leaf[local]:
-            _widen(spans[local], *chain[0], chain[0][1])
+            _widen(spans[local], chain[0][0], chain[0][1], chain[0][1])
+            where[local] = chain[0][2] if where[local] < 0 else where[local]
         v = local
         while v >= 0:
             if not leaf[v]:
-                file, line = chain[max(0, min(depth, depth - level[v]))]
+                file, line, mid = chain[max(0, min(depth, depth - level[v]))]
                 if line > 0:
                     _widen(spans[v], file, line, line)
+                    if where[v] < 0 and v == local:
+                        where[v] = mid
             v = parent[v]
             if v >= 0 and verts[v]["kind"] not in ("FUNCTION", "LOOP", "BRANCH"):
                 break
     if home_line > 0:
         _widen(spans[0], home_file, home_line, home_line)
-    for v, span in zip(verts, spans):
+    for i, (v, span) in enumerate(zip(verts, spans)):
         file = home_file if home_file in span else (min(span) if span else home_file)
         a, z = span.get(file, (0, 0))
         v["file"], v["first"], v["last"] = file, a, z
+        inlined = leaf[i] or level[i] > 0
+        if i > 0 and inlined and where[i] >= 0:     # code inlined from another function: say which
+            name = dbg.function_of(where[i])
+            if name:
+                v["function"] = name
 
 
 def _widen(span: dict[str, list[int]], file: str, a: int, z: int) -> None:
