@@ -198,3 +198,20 @@ def test_report_text_condenses_long_paths():
                                             ("data", "MPI", "MPI_Recv"), ("data", "COMP", "comp")])]
     assert _path_text(steps) == ("MPI_Allreduce@0 (a.c:0) -[4 steps back in rank 0]-> MPI_Recv@0 (a.c:4) "
                                  "-[data]-> comp@0 (a.c:5)")
+
+
+def test_a_collective_is_named_for_its_own_scaling_only_above_the_noise_guard():
+    """Under oversubscription every blocking call gathers scheduler delays, so a collective that all
+    ranks sit in slightly longer at larger scales is not a root cause; a truly slow one is."""
+    def with_allreduce(per_rank_at_16: float):
+        psg, runs, _ = syn.balanced()
+        allr = syn.vertex_at(psg, 20)
+        for p, prof in runs.items():
+            prof.time[:, allr] = prof.wait[:, allr] = 0.005 + per_rank_at_16 * p / 16
+            prof.deps["wait"][prof.deps["vertex"] == allr] = 0.005 + per_rank_at_16 * p / 16
+        return psg, analyse(psg, runs), allr
+
+    _, quiet, _ = with_allreduce(0.035)
+    assert not quiet["problem_found"]
+    _, loud, allr = with_allreduce(0.3)
+    assert [c["vertex"] for c in loud["root_causes"]] == [allr]

@@ -30,6 +30,7 @@ from scalgraph.model.psg import PSG
 
 DEFAULT_MIN_SHARE = 0.05
 STARTUP = frozenset({"MPI_Init", "MPI_Init_thread", "MPI_Finalize"})
+COLLECTIVE_GUARD = 2.0
 MAX_STARTS = 32           # backtracking starts per kind: enough for any report, bounded cost
 
 
@@ -93,6 +94,10 @@ def analyse(psg: PSG, profiles: Mapping[int, RunProfile], abnorm_thd: float = DE
     multi = len(scales) >= 2
     loss_total = scaling_loss(scales, y_total, weak)[:, -1] if multi else np.zeros(nv)
     loss_own = scaling_loss(scales, y_own, weak)[:, -1] if multi else np.zeros(nv)
+    # A collective's own cost is estimated from its least-waiting participant, and with more ranks
+    # than cores every blocking call also collects scheduler delays there; such a collective is
+    # named for its own scaling only when it loses at least twice the reporting threshold.
+    loss_own = np.where(is_coll & (loss_own < COLLECTIVE_GUARD * floor), 0.0, loss_own)
     stats = merge_ranks(big.time)
 
     non_scalable = [int(v) for v in np.argsort(-loss_total, kind="stable")[:MAX_STARTS] if loss_total[v] >= floor and floor > 0]
