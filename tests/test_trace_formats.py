@@ -2,12 +2,14 @@
 UserError line naming the file; nothing overwritten).  OTF2 is in test_trace_formats_otf2.py."""
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 
 import numpy as np
 import pytest
 
+from conftest import require_tool
 from scalgraph.errors import UserError
 from scalgraph.io import trace_binary
 from scalgraph.io.trace_read import read_trace, write_trace
@@ -322,3 +324,14 @@ def test_command_line_reports_bad_input_in_one_line(tmp_path):
         assert len(err.splitlines()) == 1, (name, proc.stderr)
         assert err.startswith("scalgraph trace: ") and str(path) in err, (name, err)
         assert proc.stdout == "", name
+
+
+@pytest.mark.parametrize("fmt, name", [("binary", "t.sgt"), ("json", "t.json"), ("otf2", "traces.otf2")])
+def test_meta_that_is_not_json_is_refused_cleanly(tmp_path, fmt, name):
+    if fmt == "otf2":
+        require_tool(importlib.util.find_spec("otf2") is not None, "Python package otf2 not installed")
+    trace = rich_trace()
+    trace.meta["when"] = object()
+    with pytest.raises(UserError, match="not plain JSON"):
+        write_trace(trace, tmp_path / name, fmt)
+    assert list(tmp_path.iterdir()) == []

@@ -40,6 +40,9 @@ def write_json(trace: Trace, path: str | os.PathLike) -> None:
         with open(tmp, "w") as f:
             json.dump(doc, f, separators=(",", ":"), allow_nan=False)
         os.replace(tmp, path)
+    except (TypeError, ValueError) as e:
+        os.unlink(tmp)
+        raise UserError(f"cannot write {path}: trace meta is not plain JSON ({e})") from None
     except BaseException:
         if os.path.exists(tmp):
             os.unlink(tmp)

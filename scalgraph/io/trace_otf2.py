@@ -367,13 +367,17 @@ def write_otf2(trace: Trace, anchor: str | os.PathLike) -> None:
     zero = 0 if tmin >= 0 else int(np.ceil(-tmin * RESOLUTION))   # ticks are unsigned
     saved = {"time_zero_ticks": zero, "comm_ids": sorted(trace.comms), "window_ids": sorted(trace.windows),
              "region_vertices": [r.vertex for r in trace.regions], "meta": trace.meta}
+    try:
+        saved_text = json.dumps(saved, separators=(",", ":"), allow_nan=False)
+    except (TypeError, ValueError) as e:
+        raise UserError(f"cannot write {anchor}: trace meta is not plain JSON ({e})") from None
     regions = list(trace.regions)
     init_idx = _find_or_add(regions, "MPI_Init")
     fin_idx = _find_or_add(regions, "MPI_Finalize")
     try:
         with otf2.writer.open(str(archive_dir), archive_name=name, timer_resolution=RESOLUTION) as w:
             d = w.definitions
-            d.attribute(META_ATTRIBUTE, description=json.dumps(saved, separators=(",", ":")), type=Type.STRING)
+            d.attribute(META_ATTRIBUTE, description=saved_text, type=Type.STRING)
             node = d.system_tree_node("machine")
             groups = [d.location_group(f"MPI Rank {r}", location_group_type=LocationGroupType.PROCESS,
                                        system_tree_parent=node) for r in range(n)]
