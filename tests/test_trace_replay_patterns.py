@@ -213,3 +213,14 @@ def test_wrong_order_split_by_source():
     assert waits_of(res, "late_sender_wrong_order") == {1: (3.0, 0, 0)}
     assert waits_of(res, "late_sender_wrong_order_same") == {1: (3.0, 0, 0)}
     assert waits_of(res, "late_sender_wrong_order_different") == {}
+
+
+def test_messages_completed_by_one_waitall_are_not_wrong_order():
+    b = Builder(3)
+    b.send(0, 4, 4.1, dst=2).send(1, 1, 1.1, dst=2)
+    b.irecv(2, 0, 0.1, req=1).irecv(2, 0.1, 0.2, req=2)
+    # the Waitall lists rank 0's late message first, rank 1's older one second
+    b.wait(2, 0.5, 5, [("recv", 1, 0, 0), ("recv", 2, 1, 0)])
+    res = replay(b)
+    assert waits_of(res, "late_sender") == {2: (3.5, 0, 0)}
+    assert waits_of(res, "late_sender_wrong_order") == {}

@@ -67,12 +67,14 @@ def _late_sender(ctx, found):
     wait[(m.recv_op < 0) | (m.send_op < 0)] = 0.0      # events outside any call: nothing to time
     wait[ctx.region_is_test[ctx.ev["region"][m.recv_op]]] = 0.0           # MPI_Test* never waits
     wait[~waitops.keep_largest_per_group(m.recv_op, wait)] = 0.0
+    found["_late_sender_msgs"] = wait > 0
     return _fill("late_sender", m.dst, m.recv_op, wait, m.src, m.send_op, m.src)
 
 
 def _wrong_order_flags(ctx):
-    """Per message: a later receive of the same rank got a message sent before this one
-    (any source; and: from the same source)."""
+    """Per message: a receive completed by a *later call* of the same rank got a message sent
+    before this one (from any source; and: from the same source).  Messages completed by one
+    Waitall are not ordered against each other."""
     m = ctx.msgs
     send_t = ctx.time[m.send_evt]
     any_src = np.zeros(len(m), bool)
@@ -83,17 +85,23 @@ def _wrong_order_flags(ctx):
         sel = order[bounds[r]:bounds[r + 1]]
         if len(sel) < 2:
             continue
-        any_src[sel] = _later_min(send_t[sel]) < send_t[sel]
+        any_src[sel] = _later_call_min(m.recv_op[sel], send_t[sel]) < send_t[sel]
         src = m.src[sel]
         for q in np.unique(src).tolist():
             sub = sel[src == q]
-            same_src[sub] = _later_min(send_t[sub]) < send_t[sub]
+            same_src[sub] = _later_call_min(m.recv_op[sub], send_t[sub]) < send_t[sub]
     return any_src, same_src
 
 
-def _later_min(s: np.ndarray) -> np.ndarray:
-    """Minimum over the strictly later entries (inf for the last)."""
-    return np.append(np.minimum.accumulate(s[::-1])[::-1][1:], np.inf)
+def _later_call_min(call: np.ndarray, s: np.ndarray) -> np.ndarray:
+    """Per entry (in completion order): the minimum of `s` over entries of strictly later calls."""
+    new_call = np.ones(len(call), bool)
+    new_call[1:] = call[1:] != call[:-1]
+    cid = np.cumsum(new_call) - 1
+    call_min = np.full(cid[-1] + 1, np.inf)
+    np.minimum.at(call_min, cid, s)
+    later = np.append(np.minimum.accumulate(call_min[::-1])[::-1][1:], np.inf)
+    return later[cid]
 
 
 def _wrong_order_rows(ctx, found, key, select):
@@ -103,7 +111,7 @@ def _wrong_order_rows(ctx, found, key, select):
     if "_wrong_order_flags" not in found:
         found["_wrong_order_flags"] = _wrong_order_flags(ctx)
     any_src, same_src = found["_wrong_order_flags"]
-    flag = select(any_src, same_src)
+    flag = select(any_src, same_src) & found["_late_sender_msgs"]   # the message the Late Sender row timed
     # the Late Sender row of a call is the message kept by keep_largest_per_group: find it by op
     op_flag = np.zeros(ctx.nevents, bool)
     op_flag[ctx.msgs.recv_op[flag]] = True
