@@ -259,6 +259,12 @@ def test_garbage_and_missing_files(tmp_path):
     one_line_error(tmp_path / "absent.sgt", contains="no such file")
 
 
+def test_fifo_and_device_are_refused_without_blocking(tmp_path):
+    os.mkfifo(tmp_path / "pipe")
+    one_line_error(tmp_path / "pipe", contains="not a regular file")
+    one_line_error("/dev/zero", contains="not a regular file")
+
+
 def test_directory_with_garbage(tmp_path):
     d = tmp_path / "experiment"
     d.mkdir()

@@ -26,6 +26,8 @@ def read_trace(path: str | os.PathLike, validate: bool = True) -> Trace:
         raise UserError(f"{p}: no such file or directory")
     if p.is_dir():
         p = _anchor_in_directory(p)
+    if not p.is_file():      # a FIFO or device would block or never end
+        raise UserError(f"{p}: not a regular file; pass a trace file or an OTF2 archive directory")
     try:
         with open(p, "rb") as f:
             head = f.read(_HEAD_BYTES)
