@@ -161,6 +161,35 @@ int MPI_Cart_sub(MPI_Comm comm, const int remain_dims[], MPI_Comm *newcomm) {
     NEW_COMM_DONE()
 }
 
+int MPI_Comm_split_type(MPI_Comm comm, int split_type, int key, MPI_Info info, MPI_Comm *newcomm) {
+    SG_BEGIN(PMPI_Comm_split_type(comm, split_type, key, info, newcomm))
+    NEW_COMM_DONE()
+}
+
+int MPI_Comm_create_group(MPI_Comm comm, MPI_Group group, int tag, MPI_Comm *newcomm) {
+    SG_BEGIN(PMPI_Comm_create_group(comm, group, tag, newcomm))
+    NEW_COMM_DONE()
+}
+
+int MPI_Intercomm_create(MPI_Comm local_comm, int local_leader, MPI_Comm peer_comm, int remote_leader,
+                         int tag, MPI_Comm *newcomm) {
+    SG_BEGIN(PMPI_Intercomm_create(local_comm, local_leader, peer_comm, remote_leader, tag, newcomm))
+    NEW_COMM_DONE()
+}
+
+int MPI_Intercomm_merge(MPI_Comm intercomm, int high, MPI_Comm *newcomm) {
+    SG_BEGIN(PMPI_Intercomm_merge(intercomm, high, newcomm))
+    NEW_COMM_DONE()
+}
+
+int MPI_Dist_graph_create_adjacent(MPI_Comm comm, int indegree, const int sources[], const int sourceweights[],
+                                   int outdegree, const int destinations[], const int destweights[],
+                                   MPI_Info info, int reorder, MPI_Comm *newcomm) {
+    SG_BEGIN(PMPI_Dist_graph_create_adjacent(comm, indegree, sources, sourceweights, outdegree, destinations,
+                                             destweights, info, reorder, newcomm))
+    NEW_COMM_DONE()
+}
+
 int MPI_Comm_free(MPI_Comm *comm) {
     MPI_Comm saved = *comm;
     SG_BEGIN(PMPI_Comm_free(comm))
