@@ -98,8 +98,7 @@ def _later_call_min(call: np.ndarray, s: np.ndarray) -> np.ndarray:
     new_call = np.ones(len(call), bool)
     new_call[1:] = call[1:] != call[:-1]
     cid = np.cumsum(new_call) - 1
-    call_min = np.full(cid[-1] + 1, np.inf)
-    np.minimum.at(call_min, cid, s)
+    call_min = np.minimum.reduceat(s, np.flatnonzero(new_call))
     later = np.append(np.minimum.accumulate(call_min[::-1])[::-1][1:], np.inf)
     return later[cid]
 
