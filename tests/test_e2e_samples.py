@@ -133,3 +133,5 @@ def test_sample_root_cause_is_found(name, workdir):
     rc = want["root_cause"]
     assert pathlib.Path(top["file"]).name == rc["file"] and within(top, rc["lines"]), (
         f"{name}: expected {rc['file']}:{rc['line']} ({rc['function']}) as the top root cause, got:\n{summary}")
+    if "ranks_at_8" in rc and report["scales"][-1] == 8:
+        assert top["rank"] in rc["ranks_at_8"], f"{name}: the cause runs on ranks {rc['ranks_at_8']}, detect named rank {top['rank']}"
