@@ -53,8 +53,9 @@ def read_trace(path: str | os.PathLike, validate: bool = True) -> Trace:
     return trace
 
 
-def write_trace(trace: Trace, path: str | os.PathLike, fmt: str = "binary") -> None:
-    """Write after the structural checks; refuses to overwrite an existing file or archive."""
+def write_trace(trace: Trace, path: str | os.PathLike, fmt: str = "binary", compress: bool = False) -> None:
+    """Write after the structural checks; refuses to overwrite an existing file or archive.
+    `compress` applies to the binary format (zlib per rank)."""
     from scalgraph.trace.validate import check_trace
     if fmt not in FORMATS:
         raise UserError(f"unknown trace format {fmt!r}; use one of {', '.join(FORMATS)}")
@@ -64,7 +65,7 @@ def write_trace(trace: Trace, path: str | os.PathLike, fmt: str = "binary") -> N
     check_trace(trace, where="trace to write")
     try:
         if fmt == "binary":
-            trace_binary.write_binary(trace, p)
+            trace_binary.write_binary(trace, p, compress=compress)
         elif fmt == "json":
             trace_json.write_json(trace, p)
         else:
