@@ -221,3 +221,4 @@ def test_report_summary_names_counts():
     text = report.summary()
     assert "1 clock-condition violations (1 point-to-point receive before its send)" in text
     assert "1 receives moved forward" in text
+    assert "rank 1 event 4 is 2000000.000 us early for rank 0 event 2" in text    # units are seconds: 2 s

@@ -106,6 +106,9 @@ class ClockReport:
             parts = ", ".join(f"{n} {MESSAGE_KINDS[k]}" for k, n in enumerate(kinds.tolist()) if n)
             head = f"{len(v)} clock-condition violations ({parts}); largest {v['amount'].max() * 1e6:.3f} us"
         lines = [head]
+        for row in v[np.argsort(-v["amount"], kind="stable")[:3]] if len(v) else []:
+            lines.append(f"  rank {row['recv_rank']} event {row['recv_index']} is {row['amount'] * 1e6:.3f} us early "
+                         f"for rank {row['send_rank']} event {row['send_index']} ({MESSAGE_KINDS[row['kind']]})")
         if self.offsets_applied:
             lines.append("timestamps adjusted by linear interpolation of the measured clock offsets")
         if self.corrected:
