@@ -17,7 +17,8 @@ Choices the seed leaves open (stated here and in the README):
   When ΣΔ + W = 0 no cause can be named; that wait's ω + Γ is booked as `unexplained`, so
   Σ short + Σ long + unexplained = total waiting time holds exactly.
 - Interval start: the previous synchronisation point of the same rank with the same partner (p2p:
-  the same peer rank, either direction; collectives: the same communicator), at the end of that
+  the same peer rank, either direction, where MPI_Isend is no synchronisation point but the call
+  completing a receive is; collectives: the same communicator), at the end of that
   point's waiting time, i.e. its completion part belongs to the interval (as in Scalasca); with no
   previous point, the trace start.  The interval ends where the rank enters the call of S.
 - Direct part of a wait = ω·s·ΣΔ, indirect part = ω·s·W_d; a wait is propagating iff Γ > 0.
@@ -154,11 +155,14 @@ def _sum_by_key(ids, cps, vals, ncp):
 # --- synchronisation intervals --------------------------------------------------------------------
 
 def _participations(ctx: ReplayContext):
-    """Every synchronisation point each rank takes part in: (rank, partner key, call ENTER)."""
+    """Every synchronisation point each rank takes part in: (rank, partner key, call ENTER).
+    A non-blocking send is not one (MPI_Isend returns at once); its partner synchronises at the
+    receive's completion, and the sender at the Wait that completes a receive from that peer."""
     m = ctx.msgs
-    ranks = [m.src, m.dst]
-    keys = [m.dst, m.src]
-    ops = [m.send_op, m.recv_op]
+    b = m.blocking_send
+    ranks = [m.src[b], m.dst]
+    keys = [m.dst[b], m.src]
+    ops = [m.send_op[b], m.recv_op]
     for ci in ctx.colls:
         ranks.append(np.broadcast_to(ci.members, ci.op.shape).ravel())
         keys.append(np.full(ci.op.size, ci.key, np.int64))
