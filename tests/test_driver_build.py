@@ -289,3 +289,12 @@ def test_output_into_a_missing_directory_is_a_clear_error(tmp_path, mode):
                  ["-Iinc", "-DFACTOR=1", "-DGREETING=\"x\"", "main.c", "helper.c", "-o", "nodir/app"]):
         r = sg("sgcc", args, tmp_path, mode, check=False)
         assert r.returncode != 0 and "nodir" in r.stderr
+
+
+def test_unusable_mpi_wrapper_is_one_clear_line(tmp_path, mode):
+    (tmp_path / "a.c").write_text("int main(void) { return 0; }\n")
+    for wrapper in ("/nonexistent/mpicc", "false"):
+        r = sg("sgcc", ["-c", "a.c"], tmp_path, mode, env={"MPICC": wrapper}, check=False)
+        assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr
+        assert wrapper in r.stderr and "MPICC" in r.stderr
+        assert not (tmp_path / "a.o").exists()

@@ -106,8 +106,8 @@ def run(cmd: list[str]) -> int:
         print("+ " + shlex.join(cmd), file=sys.stderr)
     try:
         rc = subprocess.run(cmd).returncode
-    except FileNotFoundError:
-        raise UserError(f"cannot run {cmd[0]}: not found; check SCALGRAPH_CC/SCALGRAPH_CXX/SCALGRAPH_FC "
+    except OSError as e:
+        raise UserError(f"cannot run {cmd[0]}: {e.strerror}; check SCALGRAPH_CC/SCALGRAPH_CXX/SCALGRAPH_FC "
                         "and MPICC/MPICXX/MPIFC") from None
     return 128 - rc if rc < 0 else rc
 
