@@ -135,6 +135,7 @@ class _Builder:
         root = next((k for k in ROOT_NAMES if k in self.fid), None)
         first_instance: dict[str, int] = {}
         self.first_instance = first_instance
+        self.first_folded: dict[str, int] = {}
         if root is not None:
             self._expand(root, parent=-1, ctx=0, path=[])
         else:
@@ -143,7 +144,9 @@ class _Builder:
         for key in self.fid:
             if key in first_instance:
                 continue
-            if self.may_mpi[key] or self.has_loops[key]:    # reachable only through pointers
+            if key in self.first_folded:                    # called, but merged at every call site
+                first_instance[key] = self.first_folded[key]
+            elif self.may_mpi[key] or self.has_loops[key]:  # reachable only through pointers
                 defaults.append(key)
                 self._expand(key, parent=0, ctx=0, path=[])
             else:                                           # nothing kept: its time is main's own
@@ -231,6 +234,7 @@ class _Builder:
             return -1
         inst = self._new_instance(key)
         seen[key] = inst
+        self.first_folded.setdefault(key, inst)
         verts = self.f[key]["vertices"]
         self.g.inst_vid[inst] = [vid] * len(verts)
         for i, v in enumerate(verts):
