@@ -156,7 +156,8 @@ def open_experiment(exp: pathlib.Path, command, scales, repeat, psg, launcher, a
     exp.mkdir(parents=True, exist_ok=True)
     extra = {"mpiexec": launcher.mpiexec, "mpi_flavour": launcher.flavour, "host": socket.gethostname(),
              "cores": os.cpu_count(), "hz": args.hz}
-    desc = ew.new_description(command, scales, repeat, psg, launcher.version or launcher.library, extra)
+    library = ", ".join(x for x in (launcher.version, launcher.library) if x) or launcher.mpiexec
+    desc = ew.new_description(command, scales, repeat, psg, library, extra)
     ew.write_psg(exp, psg)
     ew.save(exp, desc)
     return desc
