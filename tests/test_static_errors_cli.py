@@ -130,7 +130,11 @@ def test_psg_command_exports(fig3_json, capsys, tmp_path):
     assert text.startswith("digraph psg {") and text.count("->") >= len(psg) - 1
     assert main(["psg", str(path), "--max-loop-depth", "1"]) == 0
     out = capsys.readouterr().out
-    assert out.count("COMP (merged loops)") == 2 and out.count("LOOP loop") == 1
+    # Loop 1's COMP and the two inner loops print as one merged COMP: Fig. 4(c)
+    assert out.count("COMP (merged)") == 1 and out.count("LOOP loop") == 1
+    (row,) = [ln for ln in out.splitlines() if "COMP (merged)" in ln]
+    loop1 = next(v for v in range(len(psg)) if psg.kind_name(v) == "LOOP")
+    assert row.startswith("    COMP (merged)") and row.endswith(",".join(f"#{c}" for c in psg.children[loop1]))
 
 
 def test_psg_command_bad_input(tmp_path, capsys):

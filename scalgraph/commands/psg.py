@@ -8,7 +8,7 @@ import os
 import sys
 
 from scalgraph.errors import UserError
-from scalgraph.model.psg import FUNCTION, KINDS, LOOP, MPI, PSG
+from scalgraph.model.psg import COMP, FUNCTION, KINDS, LOOP, MPI, PSG
 
 
 def add_arguments(p) -> None:
@@ -80,22 +80,41 @@ def _has_mpi(psg: PSG) -> list[bool]:
 
 
 def render_tree(psg: PSG, max_loop_depth: int | None = None) -> str:
-    """Indented tree; with max_loop_depth, loops deeper than it and without MPI print as one
-    merged COMP line (a cheap display-time re-contraction; the ids stay those of the program)."""
+    """Indented tree.  With max_loop_depth, a display-time re-contraction: loops deeper than it
+    without MPI, and the COMPs next to them, print as one merged COMP line (the ids stay those of
+    the program, listed on the line)."""
     mpi = _has_mpi(psg) if max_loop_depth is not None else None
+
+    def merged(v: int) -> bool:
+        return mpi is not None and psg.kind[v] == LOOP and psg.loop_depth[v] > max_loop_depth and not mpi[v]
+
     lines: list[str] = []
     roots = [v for v in range(len(psg)) if psg.parent[v] < 0]
-    stack = [(r, 0, psg.function[r]) for r in reversed(roots)]
+    stack: list = [(r, 0, psg.function[r]) for r in reversed(roots)]
     while stack:
-        v, d, home = stack.pop()
-        if mpi is not None and psg.kind[v] == LOOP and psg.loop_depth[v] > max_loop_depth and not mpi[v]:
-            lines.append("  " * d + f"COMP (merged loops)  {_short(psg.file[v])}:{psg.line_first[v]}-"
-                         f"{psg.line_last[v]}  #{v}")
+        item, d, home = stack.pop()
+        if isinstance(item, list):                      # a run of merged vertices
+            lo = min(psg.line_first[v] for v in item if psg.line_first[v] > 0) if any(
+                psg.line_first[v] > 0 for v in item) else 0
+            hi = max(psg.line_last[v] for v in item)
+            ids = ",".join(f"#{v}" for v in item)
+            lines.append("  " * d + f"COMP (merged)  {_short(psg.file[item[0]])}:{lo}-{hi}  {ids}")
             continue
+        v = item
         if psg.kind[v] == FUNCTION:
             home = psg.function[v]
         lines.append("  " * d + _label(psg, v, home))
-        stack.extend((c, d + 1, home) for c in reversed(psg.children[v]))
+        groups: list = []
+        for c in psg.children[v]:
+            if mpi is not None and (merged(c) or psg.kind[c] == COMP):
+                if groups and isinstance(groups[-1], list) and psg.file[groups[-1][0]] == psg.file[c]:
+                    groups[-1].append(c)
+                else:
+                    groups.append([c])
+            else:
+                groups.append(c)
+        groups = [g[0] if isinstance(g, list) and len(g) == 1 and not merged(g[0]) else g for g in groups]
+        stack.extend((g, d + 1, home) for g in reversed(groups))
     return "\n".join(lines) + "\n"
 
 
