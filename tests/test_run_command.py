@@ -44,6 +44,8 @@ out.mkdir(parents=True, exist_ok=True)
 (out / f"rank-{{rank}}.sgp").write_bytes(b"SGPROF\\0\\0" + os.environ.get("SCALGRAPH_HZ", "-").encode())
 if rank == 0:
     print(f"fake: ranks={{size}} args={{' '.join(sys.argv[1:])}}")
+    if "FAKE_TAG" in os.environ:
+        print(f"tag={{os.environ['FAKE_TAG']}}")
 """
 
 
@@ -301,3 +303,12 @@ def test_sigterm_stops_the_ranks_and_leaves_the_run_to_resume(fake_app, tmp_path
     runs = runs_by_scale(exp)
     assert runs[(1, 0)]["status"] == "ok" and runs[(2, 0)]["status"] == "pending"
     assert not (exp / ".scalgraph-run.lock").exists()
+
+
+def test_extra_launcher_options_reach_mpiexec(fake_app, tmp_path, monkeypatch):
+    monkeypatch.delenv("FAKE_TAG", raising=False)
+    exp = tmp_path / "exp"
+    assert main(["run", "-n", "2", "--mpiexec-args", "-genv FAKE_TAG 'from launcher'", "-o", str(exp), "--",
+                 str(fake_app)]) == 0
+    assert "tag=from launcher" in (exp / "scale-2/rep-0/stdout.txt").read_text()
+    assert json.loads((exp / "experiment.json").read_text())["mpiexec_args"] == ["-genv", "FAKE_TAG", "from launcher"]

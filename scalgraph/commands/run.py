@@ -11,6 +11,7 @@ import argparse
 import datetime
 import os
 import pathlib
+import shlex
 import shutil
 import signal
 import socket
@@ -38,6 +39,8 @@ def add_arguments(p) -> None:
                      help="sampling rate per rank (SCALGRAPH_HZ; default: the shim's, 200)")
     run.add_argument("--mpiexec", default=None, metavar="PATH",
                      help="launcher to use (default: the one installed with the program's MPI library)")
+    run.add_argument("--mpiexec-args", default="", metavar="'ARGS'",
+                     help="extra launcher options placed after -n P, e.g. --mpiexec-args='-f hosts'")
     run.add_argument("--timeout", type=float, default=1800.0, metavar="S",
                      help="give up on a run after S seconds (default %(default)s)")
     out = p.add_argument_group("output")
@@ -69,6 +72,10 @@ def run(args) -> int:
     psg = read_program_psg(program)
     from scalgraph.runtime.launch import find_launcher   # runtime: subprocess probing, at the edge
     launcher = find_launcher(program, args.mpiexec)
+    try:
+        launcher.extra_args = shlex.split(args.mpiexec_args)
+    except ValueError as e:
+        raise UserError(f"--mpiexec-args {args.mpiexec_args!r}: {e}") from None
     exp = pathlib.Path(args.output or default_name(program))
     check_not_in_use(exp)
     desc = open_experiment(exp, command, scales, args.repeat, psg, launcher, args)
@@ -154,8 +161,8 @@ def open_experiment(exp: pathlib.Path, command, scales, repeat, psg, launcher, a
     elif exp.exists() and any(exp.iterdir()):
         raise UserError(f"{exp} exists and is not a scalgraph experiment; choose another -o directory")
     exp.mkdir(parents=True, exist_ok=True)
-    extra = {"mpiexec": launcher.mpiexec, "mpi_flavour": launcher.flavour, "host": socket.gethostname(),
-             "cores": os.cpu_count(), "hz": args.hz}
+    extra = {"mpiexec": launcher.mpiexec, "mpiexec_args": launcher.extra_args, "mpi_flavour": launcher.flavour,
+             "host": socket.gethostname(), "cores": os.cpu_count(), "hz": args.hz}
     library = ", ".join(x for x in (launcher.version, launcher.library) if x) or launcher.mpiexec
     desc = ew.new_description(command, scales, repeat, psg, library, extra)
     ew.write_psg(exp, psg)

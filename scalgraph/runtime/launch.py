@@ -40,6 +40,7 @@ class Launcher:
     version: str                  # first informative line of `mpiexec --version`
     library: str = ""             # the libmpi the program loads ("" for a script)
     extra_env: dict = field(default_factory=dict)
+    extra_args: list = field(default_factory=list)   # the user's own launcher options (hostfile, binding...)
 
     def command(self, nprocs: int, argv: list[str]) -> list[str]:
         cmd = [self.mpiexec, "-n", str(nprocs)]
@@ -47,7 +48,7 @@ class Launcher:
             cmd.append("--oversubscribe")
             if _is_root():
                 cmd.append("--allow-run-as-root")
-        return cmd + list(argv)
+        return cmd + list(self.extra_args) + list(argv)
 
     def environment(self, nprocs: int, base: dict | None = None) -> dict:
         """The launch environment: the caller's, plus what makes oversubscribed runs measurable.
