@@ -86,8 +86,12 @@ class CommInstances:
 def flatten(trace: tm.Trace) -> Flat:
     lengths = np.array([len(e) for e in trace.events], dtype=np.int64)
     offsets = np.concatenate(([0], np.cumsum(lengths)))
-    events = trace.events if trace.events else [tm.make_events(0)]
-    ev = Columns((name, np.concatenate([e[name] for e in events])) for name in tm.EVENT_DTYPE.names)
+    # rank by rank and field by field, so each rank's records are read while they are in cache
+    ev = Columns((name, np.empty(int(offsets[-1]), tm.EVENT_DTYPE[name])) for name in tm.EVENT_DTYPE.names)
+    for r, e in enumerate(trace.events):
+        a, b = offsets[r], offsets[r + 1]
+        for name, col in ev.items():
+            col[a:b] = e[name]
     rank = np.repeat(np.arange(len(lengths), dtype=np.int32), lengths)
     return Flat(ev=ev, rank=rank, offsets=offsets)
 
