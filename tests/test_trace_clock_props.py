@@ -206,3 +206,28 @@ def test_the_generator_really_produces_every_kind_of_violation():
         out, report = correct_clocks(skewed)
         assert report.corrected and report.jumps > 0 and len(find_violations(out)) == 0
     assert seen == set(range(len(clock.MESSAGE_KINDS)))
+
+
+# delta is 0 or at least 1e-12 s: a smaller one vanishes in the float resolution of the timestamps
+params_strategy = st.builds(ClockParams, delta=st.one_of(st.just(0.0), st.floats(1e-12, 1e-6)),
+                            gamma=st.floats(0.9, 1.0),
+                            l_min_p2p=st.floats(0, 1e-5), l_min_coll=st.floats(0, 1e-5),
+                            slope=st.floats(1e-3, 1.0))
+
+
+@settings(max_examples=40, deadline=None)
+@given(traces, offsets, drifts, params_strategy)
+def test_properties_hold_for_any_parameters(trace, offs, drs, params):
+    """Same guarantees with random delta, gamma, l_min and slope (strictness only when delta > 0)."""
+    skewed = inject(trace, offs, drs)
+    out, report = correct_clocks(skewed, params, force=True)
+    lm = clock.logical_messages(out, params)
+    flat = matching.flatten(out)
+    t = flat.ev["time"]
+    member_max = np.maximum.reduceat(t[lm.set_members], lm.set_ptr[:-1])
+    assert np.all(t[lm.recv_evt] >= member_max[lm.recv_set] + lm.set_lmin[lm.recv_set] - 1e-12)
+    for before, after in zip(skewed.events, out.events):
+        assert np.all(after["time"] >= before["time"])
+        assert np.all(np.diff(after["time"]) >= 0)
+        if params.delta > 0:
+            assert np.all(np.diff(after["time"]) > 0)
