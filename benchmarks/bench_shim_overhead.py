@@ -6,6 +6,7 @@ the default iterations and for ten times as many (they must not grow).
 
     .venv/bin/python benchmarks/bench_shim_overhead.py                 # cg zeusmp masterworker, 4 and 8 ranks
     .venv/bin/python benchmarks/bench_shim_overhead.py --samples cg --ranks 4 --reps 3
+    .venv/bin/python benchmarks/bench_shim_overhead.py --only-calls       # ns added per probe / MPI call
 """
 from __future__ import annotations
 
@@ -66,12 +67,48 @@ def iterations_of(exe: pathlib.Path, ranks: int, tmp: pathlib.Path) -> int | Non
     return None
 
 
+STUB = ('#include <stdint.h>\n#include "scalgraph.h"\n__thread uint32_t sg_cur;\n'
+        "void sg_register_psg(const struct sg_psg_tables *t) { (void)t; }\n"
+        "void sg_fn_enter(uint32_t f) { (void)f; }\nvoid sg_fn_exit(void) {}\n")
+
+
+def per_call_costs(tmp: pathlib.Path, reps: int) -> None:
+    """ns per probe pair / MPI_Iprobe / self Irecv+Isend+Waitall, with the shim and with empty probes
+    (one rank, so the figure is not at the mercy of oversubscription)."""
+    sys.path.insert(0, str(ROOT))
+    from scalgraph.runtime.shim import INSTRUMENT_DIR, link_flags, shim_library
+    mpicc = str(BIN / "mpicc")
+    src = INSTRUMENT_DIR / "testprogs" / "callcost.c"
+    (tmp / "stub.c").write_text(STUB)
+    common = [mpicc, "-O2", "-I", str(INSTRUMENT_DIR), str(src)]
+    subprocess.run([*common, *link_flags(shim_library(mpicc)), "-o", str(tmp / "cc-shim")], check=True)
+    subprocess.run([*common, str(tmp / "stub.c"), "-o", str(tmp / "cc-plain")], check=True)
+    results = {"plain": [], "shim": []}
+    for _ in range(reps):
+        for kind in ("plain", "shim"):
+            out = subprocess.run([str(BIN / "mpiexec"), "-n", "1", str(tmp / f"cc-{kind}")], check=True,
+                                 capture_output=True, text=True,
+                                 env=dict(os.environ, SCALGRAPH_OUT=str(tmp / "cc-out"))).stdout.split()
+            results[kind].append({out[i]: float(out[i + 1]) for i in range(0, len(out), 2)})
+    print(f"\n{'per call (ns, median of ' + str(reps) + ')':<34}{'empty probes':>13}{'shim':>9}{'added':>9}")
+    for key, label in (("probe_pair_ns", "sg_fn_enter + sg_fn_exit"), ("iprobe_ns", "MPI_Iprobe"),
+                       ("exchange_ns", "Irecv + Isend + Waitall (self)")):
+        a = statistics.median(r[key] for r in results["plain"])
+        b = statistics.median(r[key] for r in results["shim"])
+        print(f"{label:<34}{a:>13.1f}{b:>9.1f}{b - a:>9.1f}")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--samples", nargs="+", default=list(SAMPLES), choices=list(SAMPLES))
     ap.add_argument("--ranks", nargs="+", type=int, default=[4, 8])
     ap.add_argument("--reps", type=int, default=5, help="interleaved pairs per sample and scale")
+    ap.add_argument("--only-calls", action="store_true", help="only the per-call costs")
     args = ap.parse_args()
+    if args.only_calls:
+        with tempfile.TemporaryDirectory(prefix="sg-bench-") as tmpname:
+            per_call_costs(pathlib.Path(tmpname), args.reps)
+        return 0
     with tempfile.TemporaryDirectory(prefix="sg-bench-") as tmpname:
         tmp = pathlib.Path(tmpname)
         print(f"{'sample':<13}{'ranks':>6}{'plain s':>9}{'shim s':>9}{'ratio':>8}{'cpu ratio':>11}   "
@@ -106,6 +143,7 @@ def main() -> int:
             wall(inst, p, tmp / f"b10-{sample}", [str(10 * n)])
             print(f"{sample:<13}{p:>6}{n:>7}{rank_file_bytes(tmp / f'b1-{sample}'):>12}{10 * n:>10}"
                   f"{rank_file_bytes(tmp / f'b10-{sample}'):>12}")
+        per_call_costs(tmp, args.reps)
     return 0
 
 
