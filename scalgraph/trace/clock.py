@@ -481,3 +481,8 @@ def _backward(c: np.ndarray, flat, lm: LogicalMessages, jumps, p: ClockParams) -
             if d_star <= 0 or s_old <= t_left:
                 break
             hi, r_star, delta, m = best, s_old, d_star, d_star / (s_old - t_left)
+    # Where two ramp pieces meet, equal stamps can come out one rounding step apart (only with
+    # delta = 0); keep each location's order exactly.
+    for r in range(flat.nranks):
+        seg = c[flat.offsets[r]:flat.offsets[r + 1]]
+        np.maximum.accumulate(seg, out=seg)
