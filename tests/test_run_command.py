@@ -312,3 +312,14 @@ def test_extra_launcher_options_reach_mpiexec(fake_app, tmp_path, monkeypatch):
                  str(fake_app)]) == 0
     assert "tag=from launcher" in (exp / "scale-2/rep-0/stdout.txt").read_text()
     assert json.loads((exp / "experiment.json").read_text())["mpiexec_args"] == ["-genv", "FAKE_TAG", "from launcher"]
+
+
+def test_resuming_with_fewer_scales_runs_only_those(fake_app, tmp_path, monkeypatch):
+    exp = tmp_path / "exp"
+    monkeypatch.setenv("FAKE_FAIL_AT", "2,3")
+    assert main(["run", "-n", "1,2,3", "-o", str(exp), "--", str(fake_app)]) == 1
+    monkeypatch.delenv("FAKE_FAIL_AT")
+    assert main(["run", "-n", "1,2", "-o", str(exp), "--", str(fake_app)]) == 0     # p=3 not asked for now
+    assert [c.split()[0] for c in calls(tmp_path)] == ["1", "2", "3", "2"]
+    runs = runs_by_scale(exp)
+    assert runs[(2, 0)]["status"] == "ok" and runs[(3, 0)]["status"] == "failed"

@@ -83,7 +83,7 @@ def run(args) -> int:
     lock.write_text(str(os.getpid()))
     previous = signal.signal(signal.SIGTERM, _terminate)   # `kill` must stop the ranks too, as Ctrl-C does
     try:
-        return run_all(exp, desc, command, launcher, args)
+        return run_all(exp, desc, command, launcher, args, scales)
     finally:
         signal.signal(signal.SIGTERM, previous)
         lock.unlink(missing_ok=True)
@@ -154,8 +154,10 @@ def open_experiment(exp: pathlib.Path, command, scales, repeat, psg, launcher, a
             raise UserError(f"{exp} was recorded with another build of {command[0]} (PSG {desc.get('psg_hash')}, now "
                             f"{psg.hash()}); pass --force to start again, or another -o")
         ew.extend_runs(desc, scales, repeat)
-        todo = sum(r["status"] != ew.OK for r in desc["runs"])
-        print(f"scalgraph run: resuming {exp}: {len(desc['runs']) - todo} runs done, {todo} to do", file=sys.stderr)
+        wanted = [r for r in desc["runs"] if int(r["scale"]) in scales and int(r["rep"]) < repeat]
+        todo = sum(r["status"] != ew.OK for r in wanted)
+        print(f"scalgraph run: resuming {exp}: {len(wanted) - todo} of the runs asked for are done, {todo} to do",
+              file=sys.stderr)
         ew.save(exp, desc)
         return desc
     elif exp.exists() and any(exp.iterdir()):
@@ -170,9 +172,11 @@ def open_experiment(exp: pathlib.Path, command, scales, repeat, psg, launcher, a
     return desc
 
 
-def run_all(exp: pathlib.Path, desc: dict, command, launcher, args) -> int:
-    todo = [r for r in desc["runs"] if r["status"] != ew.OK]
-    total = len(desc["runs"])
+def run_all(exp: pathlib.Path, desc: dict, command, launcher, args, scales: list[int]) -> int:
+    """Run what is asked for (-n, --repeat) and not done yet; runs of other scales stay as they are."""
+    wanted = [r for r in desc["runs"] if int(r["scale"]) in scales and int(r["rep"]) < args.repeat]
+    todo = [r for r in wanted if r["status"] != ew.OK]
+    total = len(wanted)
     done = total - len(todo)
     for entry in todo:
         progress(done, total, entry, "running")
@@ -182,7 +186,7 @@ def run_all(exp: pathlib.Path, desc: dict, command, launcher, args) -> int:
             ew.save(exp, desc)   # also when interrupted: the entry is then "pending" and resumes later
         done += 1
         progress(done, total, entry, entry["status"])
-    failed = [r for r in desc["runs"] if r["status"] != ew.OK]
+    failed = [r for r in wanted if r["status"] != ew.OK]
     if failed:
         which = "; ".join(f"p={r['scale']} rep {r['rep']}: {r.get('error', 'failed')}" for r in failed)
         print(f"scalgraph run: {len(failed)} of {total} runs failed ({which}); their output is in "
