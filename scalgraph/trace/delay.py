@@ -221,6 +221,13 @@ def _solve_gamma(m_rows, m_cols, m_vals, omega, key):
     return out
 
 
+def _concat(parts):
+    """Concatenate lists of equal-length tuples of arrays column by column."""
+    if not parts:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0)
+    return tuple(np.concatenate(x) for x in zip(*parts))
+
+
 def delay_analysis(fwd: ForwardResult) -> DelayResult:
     ctx = fwd.ctx
     waits = fwd.sync_waits
@@ -237,26 +244,43 @@ def delay_analysis(fwd: ForwardResult) -> DelayResult:
                              np.concatenate((r_end, d_end)))
     r_start, d_start = starts[:n], starts[n:]
 
-    # in chunks of wait states, so that the expanded interval pieces stay small (memory, caches)
     index = wait_index(ctx, waits)
-    parts, m_parts = [], []
-    sum_delta, w_d = np.zeros(n), np.zeros(n)
-    for lo in range(0, n, CHUNK):
+    # The causer's interval is shared by every rank waiting for it at one collective: profile each
+    # distinct (causer call, partner) interval once, in chunks so the expanded pieces stay small.
+    nkeys = p + len(ctx.trace.comms) + 1
+    _, first, u_of = np.unique(waits["causer_op"] * nkeys + d_key, return_index=True, return_inverse=True)
+    u_of = u_of.ravel()
+    nu = len(first)
+    c_parts, w_parts = [], []
+    for lo in range(0, nu, CHUNK):
+        sel = first[lo:lo + CHUNK]
+        (di, dc, dv), (wi, ww, wa) = processing_profiles(ctx, waits, d_rank[sel], d_start[sel], d_end[sel], index)
+        c_parts.append((di + lo, dc, dv))
+        w_parts.append((wi + lo, ww, wa))
+    du, dc, dv = _concat(c_parts)
+    wu, wv, wa_u = _concat(w_parts)
+    d_bounds = np.searchsorted(du, np.arange(nu + 1))
+    w_bounds = np.searchsorted(wu, np.arange(nu + 1))
+    w_d = np.bincount(wu, weights=wa_u, minlength=nu)[u_of] if n else np.zeros(0)
+
+    parts = []
+    sum_delta = np.zeros(n)
+    for lo in range(0, n, CHUNK):                      # waiter profiles, and Δ = max(p_d - p_r, 0)
         sl = slice(lo, min(n, lo + CHUNK))
         (ri, rc, rv), _ = processing_profiles(ctx, waits, r_rank[sl], r_start[sl], r_end[sl], index)
-        (di, dc, dv), (wi, ww, wa) = processing_profiles(ctx, waits, d_rank[sl], d_start[sl], d_end[sl], index)
-        # Δ_i[c] = max(p_d[c] - p_r[c], 0)
-        ids, cps, diff = _sum_by_key(np.concatenate((di, ri)), np.concatenate((dc, rc)),
-                                     np.concatenate((dv, -rv)), ncp)
+        u = u_of[sl]
+        rep_i, rep_j = _expand(d_bounds[u], d_bounds[u + 1] - 1)
+        ids, cps, diff = _sum_by_key(np.concatenate((rep_i, ri)), np.concatenate((dc[rep_j], rc)),
+                                     np.concatenate((dv[rep_j], -rv)), ncp)
         delta = waitops.difference_profile(diff, 0.0)
         pos = delta > 0
         ids, cps, delta = ids[pos] + lo, cps[pos], delta[pos]
         parts.append((ids, cps, delta))
-        m_parts.append((ww, wi + lo, wa))
         sum_delta += np.bincount(ids, weights=delta, minlength=n)[:n]
-        w_d += np.bincount(wi + lo, weights=wa, minlength=n)[:n]
-    ids, cps, delta = (np.concatenate(x) for x in zip(*parts)) if parts else (np.zeros(0, np.int64),) * 3
-    ww, wi, wa = (np.concatenate(x) for x in zip(*m_parts)) if m_parts else (np.zeros(0, np.int64),) * 3
+    ids, cps, delta = _concat(parts)
+    # M entries: every wait v inside the causer's interval of wait i
+    wi, rep_j = _expand(w_bounds[u_of], w_bounds[u_of + 1] - 1)
+    ww, wa = wv[rep_j], wa_u[rep_j]
     s = waitops.delay_scale(sum_delta, w_d)
 
     gamma = _solve_gamma(ww, wi, s[wi] * wa, omega, t[waits["op"]] + omega)
