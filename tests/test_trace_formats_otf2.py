@@ -229,3 +229,12 @@ def test_an_independent_otf2_reader_accepts_our_archive(tmp_path):
     defs = subprocess.run([exe, "-G", str(tmp_path / "traces.otf2")], capture_output=True, text=True, timeout=60)
     assert defs.returncode == 0
     assert defs.stdout.count("Type: PROCESS") == 4 and "Type: COMM_LOCATIONS, Paradigm: MPI" in defs.stdout
+
+
+def test_mpi_init_thread_counts_as_mpi_init(tmp_path):
+    trace = rich_trace()
+    for r in trace.regions:
+        if r.name == "MPI_Init":
+            r.name = "MPI_Init_thread"
+    write_trace(trace, tmp_path / "traces.otf2", "otf2")
+    assert_same(read_trace(tmp_path / "traces.otf2"), trace)      # nothing added

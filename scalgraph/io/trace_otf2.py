@@ -372,8 +372,8 @@ def write_otf2(trace: Trace, anchor: str | os.PathLike) -> None:
     except (TypeError, ValueError) as e:
         raise UserError(f"cannot write {anchor}: trace meta is not plain JSON ({e})") from None
     regions = list(trace.regions)
-    init_idx = _find_or_add(regions, "MPI_Init")
-    fin_idx = _find_or_add(regions, "MPI_Finalize")
+    init_idx = _find_or_add(regions, ("MPI_Init", "MPI_Init_thread"))
+    fin_idx = _find_or_add(regions, ("MPI_Finalize",))
     try:
         with otf2.writer.open(str(archive_dir), archive_name=name, timer_resolution=RESOLUTION) as w:
             d = w.definitions
@@ -403,12 +403,13 @@ def write_otf2(trace: Trace, anchor: str | os.PathLike) -> None:
         raise
 
 
-def _find_or_add(regions: list[Region], name: str) -> int:
-    for i, r in enumerate(regions):
-        if r.name == name:
-            return i
-    regions.append(Region(name=name, file="MPI"))
-    return len(regions) - 1
+def _find_or_add(regions: list[Region], names: tuple[str, ...]) -> list[int]:
+    """Indices of the regions with one of `names` (the first name is added if none exists)."""
+    found = [i for i, r in enumerate(regions) if r.name in names]
+    if not found:
+        regions.append(Region(name=names[0], file="MPI"))
+        found = [len(regions) - 1]
+    return found
 
 
 def _region_def(d, r: Region, Paradigm, RegionRole):
@@ -444,10 +445,10 @@ def _write_rank(w, loc, trace, rank, region_def, comm_def, win_def, init_idx, fi
     regions_entered = set(ev["region"][ev["kind"] == ENTER].tolist())
     count = 0
     first = last = None
-    if init_idx not in regions_entered:
+    if not regions_entered.intersection(init_idx):
         first = t = int(round(tmin * RESOLUTION)) + zero
-        _otf2.EvtWriter_Enter(h, None, t, reg[init_idx])
-        _otf2.EvtWriter_Leave(h, None, t, reg[init_idx])
+        _otf2.EvtWriter_Enter(h, None, t, reg[init_idx[0]])
+        _otf2.EvtWriter_Leave(h, None, t, reg[init_idx[0]])
         count += 2
     stack: list[int] = []
     for t, kind, region, peer, tag, comm, nbytes, nrecv, req in zip(
@@ -495,11 +496,11 @@ def _write_rank(w, loc, trace, rank, region_def, comm_def, win_def, init_idx, fi
     if ticks:
         first = ticks[0] if first is None else first
         last = ticks[-1]
-    if fin_idx not in regions_entered:
+    if not regions_entered.intersection(fin_idx):
         last = t = int(round(tmax * RESOLUTION)) + zero
         first = t if first is None else first
-        _otf2.EvtWriter_Enter(h, None, t, reg[fin_idx])
-        _otf2.EvtWriter_Leave(h, None, t, reg[fin_idx])
+        _otf2.EvtWriter_Enter(h, None, t, reg[fin_idx[0]])
+        _otf2.EvtWriter_Leave(h, None, t, reg[fin_idx[0]])
         count += 2
     loc._number_of_events_written = count          # what EventWriter.write counts per event
     if first is not None:
