@@ -120,6 +120,12 @@ def test_json_form_in_the_docs_reads(repo_root):
     assert send["peer"].tolist() == [1] and send["bytes"].tolist() == [800]
 
 
+def test_json_with_byte_order_mark(tmp_path):
+    doc = {"regions": ["main"], "events": [[{"t": 0, "kind": "ENTER", "region": "main"}, {"t": 1, "kind": "EXIT"}]]}
+    (tmp_path / "bom.json").write_bytes(b"\xef\xbb\xbf" + json.dumps(doc).encode())
+    assert read_trace(tmp_path / "bom.json").events[0]["time"].tolist() == [0.0, 1.0]
+
+
 def test_json_defaults_and_region_names(tmp_path):
     doc = {"regions": ["main", {"name": "MPI_Barrier", "file": "MPI"}],
            "events": [[{"t": 0, "kind": "ENTER", "region": "main"}, {"t": 1, "kind": "EXIT", "region": 0}]]}

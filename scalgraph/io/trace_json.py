@@ -29,7 +29,7 @@ _KIND_INDEX = {k: i for i, k in enumerate(EVENT_KINDS)}
 
 
 def looks_like_json_trace(head: bytes) -> bool:
-    return head.lstrip()[:1] == b"{"
+    return head.removeprefix(b"\xef\xbb\xbf").lstrip()[:1] == b"{"     # tolerate a UTF-8 byte-order mark
 
 
 def write_json(trace: Trace, path: str | os.PathLike) -> None:
@@ -52,7 +52,7 @@ def write_json(trace: Trace, path: str | os.PathLike) -> None:
 def read_json(path: str | os.PathLike) -> Trace:
     try:
         with open(path, "rb") as f:
-            doc = json.loads(f.read().decode())
+            doc = json.loads(f.read().decode("utf-8-sig"))
     except UnicodeDecodeError:
         raise UserError(f"{path}: not UTF-8 text, so not a JSON trace") from None
     except json.JSONDecodeError as e:
