@@ -133,3 +133,8 @@ def test_dependency_flags_get_their_own_step_named_after_the_object():
     assert rest == ["-O2", "-Iinc"] and deps == ["-MMD", "-MP", "-MF", "o/a.d", "-MTx"]
     cmd = dependency_command(Compiler(("clang",)), rest, ["-MD"], "a.c", "o/a.o")
     assert cmd == ["clang", "-O2", "-Iinc", "-M", "-MT", "o/a.o", "-MF", "o/a.d", "a.c"]
+
+
+def test_option_missing_its_value_goes_to_the_compiler_to_complain():
+    assert parse_args(["a.c", "-o"]).mode == "passthrough"
+    assert parse_args(["-c", "a.c", "-I"]).mode == "passthrough"

@@ -95,9 +95,12 @@ def parse_args(argv: list[str]) -> Invocation:
     while i < len(argv):
         a = argv[i]
         value = None
-        if a in TAKES_VALUE and i + 1 < len(argv):
-            value = argv[i + 1]
-            i += 1
+        if a in TAKES_VALUE:
+            if i + 1 == len(argv):      # "-o" with nothing after: the compiler says so in its words
+                passthrough = True
+            else:
+                value = argv[i + 1]
+                i += 1
         i += 1
         if a in SHOW_FLAGS:
             show = True

@@ -22,7 +22,7 @@ import tempfile
 from pathlib import Path
 
 from scalgraph.errors import UserError
-from scalgraph.static.args import Invocation, Source, parse_args
+from scalgraph.static.args import TAKES_VALUE, Invocation, Source, parse_args
 from scalgraph.static.toolchain import Compiler, Toolchain, find_compiler, find_toolchain
 
 PROGRAM_NAMES = {"c": "sgcc", "c++": "sgcxx", "fortran": "sgfort"}
@@ -123,6 +123,8 @@ def show_command(tc: Toolchain, argv: list[str]) -> list[str]:
 def passthrough_command(tc: Toolchain, argv: list[str]) -> list[str]:
     if argv and all(a.startswith(INFO_FLAGS) for a in argv):
         return [*tc.compiler.command, *argv]
+    if argv and argv[-1] in TAKES_VALUE:      # dangling "-o": nothing may follow it
+        return [*tc.compiler.command, *tc.compiler.flags, *tc.extra_compile, *tc.mpi.compile, *argv]
     links = "-shared" in argv or not any(a in ("-E", "-M", "-MM", "-S", "-fsyntax-only") for a in argv)
     return [*tc.compiler.command, *tc.compiler.flags, *tc.extra_compile, *argv, *tc.mpi.compile,
             *((*tc.extra_link, *tc.mpi.link) if links else ())]
