@@ -215,3 +215,13 @@ def test_a_collective_is_named_for_its_own_scaling_only_above_the_noise_guard():
     assert not quiet["problem_found"]
     _, loud, allr = with_allreduce(0.3)
     assert [c["vertex"] for c in loud["root_causes"]] == [allr]
+
+
+def test_row_keys_are_equal_exactly_for_equal_rows():
+    from scalgraph.analysis.ppg import _row_keys
+    rng = np.random.default_rng(7)
+    rows = np.stack([rng.integers(-1, 6, 400), rng.integers(0, 6, 400),
+                     rng.choice([0, 91, 2 ** 30], 400), rng.choice([-1, 7, 2 ** 31 - 1], 400)], axis=1)
+    keys = _row_keys(rows)
+    same_row = (rows[:, None, :] == rows[None, :, :]).all(axis=2)
+    assert np.array_equal(keys[:, None] == keys[None, :], same_row)

@@ -107,16 +107,22 @@ def _pair_key(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 def _row_keys(rows: np.ndarray) -> np.ndarray:
     """One int64 per row of a small-integer matrix [n x k], equal rows <-> equal keys: each column
-    is renumbered densely and the columns combined in mixed radix (falls back to a row-wise
-    unique when the product of the column sizes would not fit in 62 bits)."""
+    is made dense (offset by its minimum, or renumbered when its range is wide) and the columns are
+    combined in mixed radix (a row-wise unique when the product would not fit in 62 bits)."""
     key = np.zeros(len(rows), dtype=np.int64)
     radix = 1
-    for col in rows.T:
-        uniq, dense = np.unique(col, return_inverse=True)
-        radix *= max(len(uniq), 1)
+    for col in rows.T.astype(np.int64):
+        lo = int(col.min()) if len(col) else 0
+        span = (int(col.max()) - lo + 1) if len(col) else 1
+        if span <= 4 * len(col) + 16:               # ranks, peers: small ranges, no sort needed
+            dense, size = col - lo, span
+        else:                                       # tags, communicator ids: renumber
+            uniq, dense = np.unique(col, return_inverse=True)
+            dense, size = dense.reshape(-1), len(uniq)
+        radix *= max(size, 1)
         if radix >= 2 ** 62:
             return np.unique(rows, axis=0, return_inverse=True)[1].reshape(-1).astype(np.int64)
-        key = key * len(uniq) + dense.reshape(-1)
+        key = key * size + dense
     return key
 
 
