@@ -116,10 +116,10 @@ def find_compiler(lang: str) -> Compiler:
     if hit and _clang_major(shlex.split(hit[0])) is not None:
         return Compiler(tuple(shlex.split(hit[0])), origin=hit[1])
     clang = shutil.which(CLANG_NAMES[lang])
-    if clang:
-        major = _clang_major([clang])
-        if major is not None and major >= _llvmlite_major():
-            return Compiler((clang,), origin="PATH")
+    # Only the exact LLVM major is taken unasked: newer bitcode does not parse in llvmlite's LLVM, and
+    # older would but is untested here.  SCALGRAPH_CC takes any clang.
+    if clang and _clang_major([clang]) == _llvmlite_major():
+        return Compiler((clang,), origin="PATH")
     if importlib.util.find_spec("ziglang") is not None:
         return Compiler((sys.executable, "-m", "ziglang", ZIG_COMMANDS[lang]), tuple(ZIG_FLAGS),
                         origin="ziglang")
