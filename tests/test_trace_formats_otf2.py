@@ -238,3 +238,27 @@ def test_mpi_init_thread_counts_as_mpi_init(tmp_path):
             r.name = "MPI_Init_thread"
     write_trace(trace, tmp_path / "traces.otf2", "otf2")
     assert_same(read_trace(tmp_path / "traces.otf2"), trace)      # nothing added
+
+
+def test_scorep_clock_offsets_are_applied_when_reading(tmp_path):
+    """Score-P stores per-location ClockOffset definitions (measured at init and finalize); libotf2
+    applies them by linear interpolation while reading, which is the first step of seed 004's
+    correction.  Offsets 100 ticks at 0 and 300 at 1000 (1 kHz ticks): t' = t + 100 + 0.2 t."""
+    import _otf2
+    import otf2
+    from otf2.enums import LocationType
+    with otf2.writer.open(str(tmp_path), archive_name="traces", timer_resolution=1000) as w:
+        d = w.definitions
+        loc = d.location("Master thread", type=LocationType.CPU_THREAD,
+                         group=d.location_group("proc 0", system_tree_parent=d.system_tree_node("node")))
+        main = d.region("main")
+        out = w.event_writer_from_location(loc)
+        _otf2.DefWriter_WriteClockOffset(out._def_handle, 0, 100, 0.0)
+        _otf2.DefWriter_WriteClockOffset(out._def_handle, 1000, 300, 0.0)
+        out(otf2.events.Enter(0, main))
+        out(otf2.events.Enter(500, main))
+        out(otf2.events.Leave(800, main))
+        out(otf2.events.Leave(1000, main))
+    trace = read_trace(tmp_path / "traces.otf2")
+    # global offset = first written stamp (0); interpolated ticks 100, 700, 1060, 1300 -> seconds
+    assert trace.events[0]["time"].tolist() == pytest.approx([0.1, 0.7, 1.06, 1.3])

@@ -5,7 +5,9 @@ Reading translates communicator ranks to world ranks through the COMM_LOCATIONS 
 location order of MPI_COMM_WORLD) and the COMM_GROUP groups; without COMM_LOCATIONS, process
 location groups in definition order are the ranks.  Only the first CPU thread of each process is
 read (pure MPI); events of other threads are counted in meta["otf2_skipped_events"].  Times become
-seconds since the trace's global offset (or exactly what scalgraph wrote, see below).  OTF2's
+seconds since the trace's global offset (or exactly what scalgraph wrote, see below); libotf2 has
+already applied Score-P's per-location ClockOffset definitions (linear offset interpolation, the
+first step of seed 004's correction).  OTF2's
 COLLECTIVE_BEGIN and IRECV_REQUEST carry no communicator; they get the one of the COLL_END / IRECV
 that completes them.
 
@@ -15,7 +17,8 @@ source file "MPI" and their MPI names and Score-P roles, COLL_BEGIN before every
 zero-length MPI_Init/MPI_Finalize at the global first/last time on ranks whose trace lacks them,
 timer resolution 1 ns.  Definitions OTF2 cannot hold (our communicator/window ids, PSG vertices,
 meta, the time origin) travel as JSON in the description of an attribute named "scalgraph", so a
-trace scalgraph wrote reads back identical (times are whole nanoseconds).
+trace scalgraph wrote reads back identical (times are whole nanoseconds).  meta["clock_offsets"]
+stays in that attribute (it is applied by scalgraph.trace.clock), not as OTF2 ClockOffset records.
 """
 from __future__ import annotations
 
