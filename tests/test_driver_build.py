@@ -298,3 +298,34 @@ def test_unusable_mpi_wrapper_is_one_clear_line(tmp_path, mode):
         assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr
         assert wrapper in r.stderr and "MPICC" in r.stderr
         assert not (tmp_path / "a.o").exists()
+
+
+def fake_tool(d: Path, name: str, version_line: str) -> str:
+    d.mkdir(exist_ok=True)
+    p = d / name
+    p.write_text(f"#!/bin/sh\necho '{version_line}'\n")
+    p.chmod(0o755)
+    return str(p)
+
+
+def test_compiler_discovery_order(tmp_path, monkeypatch):
+    require_tool(HAVE_ZIG, "no ziglang (pip install ziglang)")
+    from llvmlite import binding
+    from scalgraph.static.toolchain import find_compiler
+    major = binding.llvm_version_info[0]
+    for var in ("SCALGRAPH_CC", "MPICH_CC", "OMPI_CC"):
+        monkeypatch.delenv(var, raising=False)
+    same, newer = tmp_path / "same", tmp_path / "newer"
+    fake_tool(same, "clang", f"clang version {major}.1.0")
+    fake_tool(newer, "clang", f"clang version {major + 1}.0.0")
+    gcc = fake_tool(tmp_path / "gcc", "gcc", "gcc (Debian 12.2.0-14) 12.2.0")
+    monkeypatch.setenv("PATH", f"{same}:{os.environ['PATH']}")
+    assert find_compiler("c").command == (str(same / "clang"),)
+    monkeypatch.setenv("PATH", f"{newer}:{os.environ['PATH']}")
+    assert find_compiler("c").origin == "ziglang"            # newer bitcode would not parse
+    monkeypatch.setenv("MPICH_CC", gcc)
+    assert find_compiler("c").origin == "ziglang"            # mpicc's gcc emits no bitcode
+    monkeypatch.setenv("MPICH_CC", str(newer / "clang"))
+    assert find_compiler("c").origin == "MPICH_CC"           # the user's choice for mpicc, a clang
+    monkeypatch.setenv("SCALGRAPH_CC", "'/opt/my clang/bin/clang' -fsomething")
+    assert find_compiler("c").command == ("/opt/my clang/bin/clang", "-fsomething")
