@@ -329,3 +329,18 @@ def test_compiler_discovery_order(tmp_path, monkeypatch):
     assert find_compiler("c").origin == "MPICH_CC"           # the user's choice for mpicc, a clang
     monkeypatch.setenv("SCALGRAPH_CC", "'/opt/my clang/bin/clang' -fsomething")
     assert find_compiler("c").command == ("/opt/my clang/bin/clang", "-fsomething")
+
+
+def test_mpi_wrapper_discovery_order(monkeypatch):
+    from scalgraph.static.toolchain import find_mpi_wrapper, shim_mpicc_for
+    for var in ("SCALGRAPH_MPICC", "MPICC"):
+        monkeypatch.delenv(var, raising=False)
+    if (BIN / "mpicc").is_file():
+        assert find_mpi_wrapper("c") == str(BIN / "mpicc")     # the venv's before PATH's
+    monkeypatch.setenv("MPICC", "/usr/bin/mpicc.mpich")
+    assert find_mpi_wrapper("c") == "/usr/bin/mpicc.mpich"
+    monkeypatch.setenv("SCALGRAPH_MPICC", "/opt/mpi/bin/mpicc")
+    assert find_mpi_wrapper("c") == "/opt/mpi/bin/mpicc"
+    if shutil.which("mpif90.mpich") and shutil.which("mpicc.mpich"):
+        # the shim of a Fortran program is built by the C wrapper of the same MPI
+        assert shim_mpicc_for("fortran", "mpif90.mpich") == shutil.which("mpicc.mpich")
