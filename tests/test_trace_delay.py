@@ -104,7 +104,7 @@ def random_programs(draw):
     """A random SPMD-like run: per step either a message between two ranks or a collective,
     with random compute in random functions before it; timings follow the blocking semantics."""
     p = draw(st.integers(2, 4))
-    steps = draw(st.lists(st.tuples(st.sampled_from(["msg", "nbmsg", "barrier", "allreduce", "bcast"]),
+    steps = draw(st.lists(st.tuples(st.sampled_from(["msg", "nbmsg", "barrier", "allreduce", "bcast", "subreduce"]),
                                     st.integers(0, p - 1), st.integers(0, p - 1),
                                     st.lists(st.floats(0.0, 3.0).map(lambda x: round(x, 3)), min_size=p, max_size=p),
                                     st.lists(st.sampled_from("fgh"), min_size=p, max_size=p)),
@@ -113,7 +113,7 @@ def random_programs(draw):
 
 
 def build_random(p, steps) -> Builder:
-    b = Builder(p)
+    b = Builder(p, comms={0: list(range(p)), 1: [1, 0]})      # comm 1: a sub-communicator in reverse order
     clock = [0.0] * p
     for r in range(p):
         b.enter(r, 0.0, "main")
@@ -142,6 +142,12 @@ def build_random(p, steps) -> Builder:
                 done = max(t_me, t_other) + 0.3
                 b.wait(me, t_me + 0.1, done, [("send", 2), ("recv", 1, other, 0)])
                 clock[me] = done
+        elif kind == "subreduce":
+            # MPI_Reduce to world rank 0 on the sub-communicator {1, 0}: the root leaves after the sender enters
+            end = max(clock[0], clock[1]) + 0.1
+            b.coll(1, clock[1], clock[1] + 0.05, "MPI_Reduce", comm=1, root=0, recvd=0)
+            b.coll(0, clock[0], end, "MPI_Reduce", comm=1, root=0)
+            clock[0], clock[1] = end, clock[1] + 0.05
         else:
             name = {"barrier": "MPI_Barrier", "allreduce": "MPI_Allreduce", "bcast": "MPI_Bcast"}[kind]
             if kind == "bcast":
