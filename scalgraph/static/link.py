@@ -14,6 +14,7 @@ import json
 
 from scalgraph.errors import UserError
 from scalgraph.model.psg import BRANCH, CALL, COMP, FUNCTION, KINDS, PSG
+from scalgraph.static.walk import run
 
 PART_FORMAT = "scalgraph-psg-part"
 ROOT_NAMES = ("_QQmain", "main", "MAIN__")   # a Fortran program first: its main is glue
@@ -133,31 +134,31 @@ class _Builder:
         g = self.g
         g.functions = [self.f[k]["name"] for k in self.fid]
         root = next((k for k in ROOT_NAMES if k in self.fid), None)
-        first_instance: dict[str, int] = {}
-        self.first_instance = first_instance
+        self.first_instance: dict[str, int] = {}
         self.first_folded: dict[str, int] = {}
+        self.active: dict[str, tuple[int, int]] = {}      # functions on the current call path
         if root is not None:
-            self._expand(root, parent=-1, ctx=0, path=[])
+            run(self._expand(root, parent=-1, ctx=0)[1])
         else:
             self._vertex(FUNCTION, "<program>", "<program>", "", 0, 0, -1, -1, -1, 0)
         defaults = []
         for key in self.fid:
-            if key in first_instance:
+            if key in self.first_instance:
                 continue
             if key in self.first_folded:                    # called, but merged at every call site
-                first_instance[key] = self.first_folded[key]
+                self.first_instance[key] = self.first_folded[key]
             elif self.may_mpi[key] or self.has_loops[key]:  # reachable only through pointers
                 defaults.append(key)
-                self._expand(key, parent=0, ctx=0, path=[])
+                run(self._expand(key, parent=0, ctx=0)[1])
             else:                                           # nothing kept: its time is main's own
-                first_instance[key] = self._folded(key, 0, {})
-        g.func_default_inst = [first_instance[k] for k in self.fid]
+                self.first_instance[key] = self._folded(key, 0)
+        g.func_default_inst = [self.first_instance[k] for k in self.fid]
         g.meta = self._meta(root, defaults)
         return g
 
-    def _expand(self, key: str, *, parent: int, ctx: int, path: list[tuple[str, int, int]]) -> int:
-        """Expand one instance of `key`'s template below `parent`; path = (key, instance, call vid)
-        of the enclosing instances, for recursion."""
+    # The expansion follows call chains as deep as the program's: generators driven by walk.run.
+    def _expand(self, key: str, *, parent: int, ctx: int):
+        """Start one instance of `key`'s template below `parent`: (instance, walk of its body)."""
         f = self.f[key]
         verts = f["vertices"]
         inst = self._new_instance(key)
@@ -166,14 +167,18 @@ class _Builder:
         root_vid = self._vertex(FUNCTION, f["display"], f["display"], v0["file"], v0["first"], v0["last"],
                                 parent, inst, 0, ctx)
         self.g.inst_vid[inst][0] = root_vid
+        return inst, self._body(key, inst, root_vid, parent if parent >= 0 else root_vid, ctx)
+
+    def _body(self, key: str, inst: int, root_vid: int, call_vid: int, ctx: int):
+        verts = self.f[key]["vertices"]
         children: list[list[int]] = [[] for _ in verts]
         for i in range(1, len(verts)):
             children[verts[i]["parent"]].append(i)
-        path = path + [(key, inst, parent if parent >= 0 else root_vid)]
-        self._level(key, inst, children, children[0], root_vid, ctx, path, {"open": -1})
-        return inst
+        self.active[key] = (inst, call_vid)
+        yield self._level(key, inst, children, children[0], root_vid, ctx, {"open": -1})
+        del self.active[key]
 
-    def _level(self, key, inst, children, locals_, parent_vid, ctx, path, state) -> None:
+    def _level(self, key, inst, children, locals_, parent_vid, ctx, state):
         verts = self.f[key]["vertices"]
         g = self.g
         for local in locals_:
@@ -185,11 +190,14 @@ class _Builder:
                                    v["file"], v["first"], v["last"], parent_vid, inst, local, ctx + v["depth"])
                 g.inst_vid[inst][local] = vid
                 if kind == CALL:
-                    self._call(v["callee"], inst, local, vid, ctx + v["depth"], path)
-                self._level(key, inst, children, children[local], vid, ctx, path, {"open": -1})
+                    body = self._call(v["callee"], inst, local, vid, ctx + v["depth"])
+                    if body is not None:
+                        yield body
+                if children[local]:
+                    yield self._level(key, inst, children, children[local], vid, ctx, {"open": -1})
             elif kind == BRANCH:                          # the branch goes, what it holds stays
                 g.inst_vid[inst][local] = self._open_comp(state, v, parent_vid, key, ctx, inst, local)
-                self._level(key, inst, children, children[local], parent_vid, ctx, path, state)
+                yield self._level(key, inst, children, children[local], parent_vid, ctx, state)
             else:
                 if v.get("brk"):                           # another arm, not a continuation
                     state["open"] = -1
@@ -199,7 +207,7 @@ class _Builder:
                     x = stack.pop()
                     g.inst_vid[inst][x] = comp
                     if verts[x]["kind"] == "CALL" and self._user(verts[x]["callee"]):
-                        self.inst_callee[inst][x] = self._folded(verts[x]["callee"], comp, {})
+                        self.inst_callee[inst][x] = self._folded(verts[x]["callee"], comp)
                     stack.extend(children[x])
 
     def _open_comp(self, state, v, parent_vid, key, ctx, inst, local) -> int:
@@ -214,33 +222,45 @@ class _Builder:
             g.line_last[comp] = max(g.line_last[comp], v["last"])
         return comp
 
-    def _call(self, callee: str, inst: int, local: int, vid: int, ctx: int, path) -> None:
-        for ckey, cinst, call_vid in reversed(path):
-            if ckey == callee:                          # recursion: a cycle back to the enclosing call
-                self.g.recursion_target[vid] = call_vid
-                self.inst_callee[inst][local] = cinst
-                return
+    def _call(self, callee: str, inst: int, local: int, vid: int, ctx: int):
+        """Resolve a kept call: recursion closes the cycle, otherwise a new instance (its walk)."""
+        if callee in self.active:                       # recursion: a cycle back to the enclosing call
+            cinst, call_vid = self.active[callee]
+            self.g.recursion_target[vid] = call_vid
+            self.inst_callee[inst][local] = cinst
+            return None
         if len(self.g.kind) > MAX_VERTICES:
             self.truncated = True
-            return
-        self.inst_callee[inst][local] = self._expand(callee, parent=vid, ctx=ctx, path=path)
+            return None
+        cinst, body = self._expand(callee, parent=vid, ctx=ctx)
+        self.inst_callee[inst][local] = cinst
+        return body
 
-    def _folded(self, key: str, vid: int, seen: dict[str, int]) -> int:
-        """An instance of `key` whose every local maps to `vid` (a call the contraction merged)."""
-        if key in seen:
-            return seen[key]
-        if len(self.g.inst_func) > MAX_VERTICES:
-            self.truncated = True
-            return -1
-        inst = self._new_instance(key)
-        seen[key] = inst
-        self.first_folded.setdefault(key, inst)
-        verts = self.f[key]["vertices"]
-        self.g.inst_vid[inst] = [vid] * len(verts)
-        for i, v in enumerate(verts):
-            if v["kind"] == "CALL" and self._user(v["callee"]):
-                self.inst_callee[inst][i] = self._folded(v["callee"], vid, seen)
-        return inst
+    def _folded(self, key: str, vid: int) -> int:
+        """An instance of `key` whose every local maps to `vid` (a call the contraction merged),
+        and the same for everything it calls."""
+        made: dict[str, int] = {}
+        pending: list[str] = []
+
+        def make(k: str) -> int:
+            if len(self.g.inst_func) > MAX_VERTICES:
+                self.truncated = True
+                return -1
+            inst = self._new_instance(k)
+            made[k] = inst
+            self.first_folded.setdefault(k, inst)
+            self.g.inst_vid[inst] = [vid] * len(self.f[k]["vertices"])
+            pending.append(k)
+            return inst
+
+        first = make(key)
+        while pending:
+            k = pending.pop()
+            for i, v in enumerate(self.f[k]["vertices"]):
+                if v["kind"] == "CALL" and self._user(v["callee"]):
+                    c = v["callee"]
+                    self.inst_callee[made[k]][i] = made[c] if c in made else make(c)
+        return first
 
     def _name(self, v: dict) -> str:
         if v["kind"] == "CALL":
@@ -257,28 +277,40 @@ class _Builder:
         memo: dict[str, dict[str, int]] = {}
         roots = ([root] if root else []) + defaults
         for key in roots:
-            for kind, n in self._full(key, memo, set()).items():
-                before[kind] += n
+            _add(before, self._full(key, memo))
         return {"max_loop_depth": self.max_depth, "root": root or "<program>",
                 "counts_before": before, "counts_after": after,
                 "vertices_before": sum(before.values()), "vertices_after": len(self.g.kind),
                 "default_instances": [self.f[k]["display"] for k in defaults],
                 "truncated": self.truncated}
 
-    def _full(self, key: str, memo: dict, active: set) -> dict[str, int]:
-        """Uncontracted vertex counts of `key` with its user callees expanded (recursion once)."""
+    def _full(self, key: str, memo: dict) -> dict[str, int]:
+        """Uncontracted vertex counts of `key` with its user callees expanded (a recursive call
+        counts once); an explicit stack, since call chains can be deep."""
         if key in memo:
             return memo[key]
-        f = self.f[key]
-        out = dict(f["full_counts"])
-        active.add(key)
-        for c in f["full_calls"]:
-            if c in self.f and c not in active:
-                for kind, n in self._full(c, memo, active).items():
-                    out[kind] = out.get(kind, 0) + n
-        active.discard(key)
-        memo[key] = out
-        return out
+        active = {key}
+        stack = [(key, dict(self.f[key]["full_counts"]), iter(self.f[key]["full_calls"]))]
+        while stack:
+            k, acc, calls = stack[-1]
+            c = next((c for c in calls if c in self.f and c not in active), None)
+            if c is None:
+                stack.pop()
+                active.discard(k)
+                memo[k] = acc
+                if stack:
+                    _add(stack[-1][1], acc)
+            elif c in memo:
+                _add(acc, memo[c])
+            else:
+                active.add(c)
+                stack.append((c, dict(self.f[c]["full_counts"]), iter(self.f[c]["full_calls"])))
+        return memo[key]
+
+
+def _add(into: dict[str, int], counts: dict[str, int]) -> None:
+    for kind, n in counts.items():
+        into[kind] = into.get(kind, 0) + n
 
 
 # ---- the tables object ----------------------------------------------------------------------------

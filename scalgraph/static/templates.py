@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from scalgraph.model.psg import BRANCH, CALL, COMP, FUNCTION, INDIRECT, KINDS, LOOP, MPI
 from scalgraph.static import cfg
 from scalgraph.static.ir import FREE, TERMINATORS, DebugInfo, Function, Instr
+from scalgraph.static.walk import run
 
 TRIVIAL_COMP = 3     # a run of at most this many plain instructions next to a structure is not a vertex
 
@@ -133,7 +134,7 @@ def local_tree(fn: Function, cf: cfg.ControlFlow, display_name: str, resolve, lo
                     nid = new(BRANCH, "branch", me, instrs=[head_last])
                     owner[head_last] = nid
                 entries.append(nid)
-                level(item[1], nid)
+                yield level(item[1], nid)
         has_structure = any(isinstance(e, int) for e in entries)
         kids: list[int] = []
         for e in entries:
@@ -148,7 +149,7 @@ def local_tree(fn: Function, cf: cfg.ControlFlow, display_name: str, resolve, lo
                 owner[ref] = target
         nodes[me].children = kids
 
-    level(-1, 0)
+    run(level(-1, 0))
     _set_depths(nodes, 0, 0)
     return LocalTree(nodes, owner)
 
@@ -226,7 +227,7 @@ def contract(tree: LocalTree, *, max_loop_depth: int, callee_mpi, callee_loops) 
         n = nodes[nid]
         local = vertex(n.kind, n.name, parent, n.depth, n.callee)
         node_local[nid] = local
-        fold_children(n.children, local, {"open": None})
+        yield fold_children(n.children, local, {"open": None})
 
     def open_comp(state: dict, parent: int, depth: int) -> int:
         if state["open"] is None:
@@ -253,13 +254,13 @@ def contract(tree: LocalTree, *, max_loop_depth: int, callee_mpi, callee_loops) 
                     stack.extend(nodes[x].children)
                 state["open"] = None
             elif kept(c):
-                emit(c, parent)
+                yield emit(c, parent)
                 if n.kind == LOOP and not mpi[c]:
                     loops_here.setdefault(n.source, node_local[c])
                 state["open"] = None
             elif n.kind == BRANCH:                      # the branch goes, its kept loops stay
                 node_local[c] = open_comp(state, parent, n.depth)
-                fold_children(n.children, parent, state)
+                yield fold_children(n.children, parent, state)
             else:
                 if n.kind == COMP and n.seq_break and state["open"] is not None:
                     state["open"] = None
@@ -273,7 +274,7 @@ def contract(tree: LocalTree, *, max_loop_depth: int, callee_mpi, callee_loops) 
                     node_local[x] = local
                     stack.extend(nodes[x].children)
 
-    emit(0, -1)
+    run(emit(0, -1))
     return verts, node_local
 
 
