@@ -138,3 +138,13 @@ def test_dependency_flags_get_their_own_step_named_after_the_object():
 def test_option_missing_its_value_goes_to_the_compiler_to_complain():
     assert parse_args(["a.c", "-o"]).mode == "passthrough"
     assert parse_args(["-c", "a.c", "-I"]).mode == "passthrough"
+
+
+def test_response_files_are_expanded_like_gcc(tmp_path):
+    from scalgraph.static.args import expand_response_files
+    inner = tmp_path / "inner.rsp"
+    inner.write_text("-lm\n")
+    outer = tmp_path / "link.rsp"
+    outer.write_text(f"a.o 'dir with space/b.o'\n-L lib @{inner}\n")
+    assert expand_response_files(["-o", "app", f"@{outer}", "@missing"]) == [
+        "-o", "app", "a.o", "dir with space/b.o", "-L", "lib", "-lm", "@missing"]

@@ -344,3 +344,11 @@ def test_mpi_wrapper_discovery_order(monkeypatch):
     if shutil.which("mpif90.mpich") and shutil.which("mpicc.mpich"):
         # the shim of a Fortran program is built by the C wrapper of the same MPI
         assert shim_mpicc_for("fortran", "mpif90.mpich") == shutil.which("mpicc.mpich")
+
+
+def test_link_through_a_response_file(tmp_path, mode):
+    write_project(tmp_path)
+    sg("sgcc", ["-c", "-Iinc", "-DFACTOR=5", "-DGREETING=\"rsp\"", "main.c", "helper.c"], tmp_path, mode)
+    (tmp_path / "objs.rsp").write_text("main.o\nhelper.o\n")
+    sg("sgcc", ["@objs.rsp", "-o", "app"], tmp_path, mode)
+    assert mpirun(tmp_path / "app", 2, cwd=tmp_path) == f"rsp size=2 total={expected_total(2, 5)}\n"

@@ -9,6 +9,7 @@ see it.  Calls we do not instrument (-E, -M, -S, --version, no input ...) are pa
 from __future__ import annotations
 
 import os
+import shlex
 from dataclasses import dataclass, field
 
 LANGS_BY_SUFFIX = {
@@ -85,6 +86,19 @@ def opt_level_of(flag: str) -> int | None:
 def language_of(path: str) -> str | None:
     """The language a file name says, None for objects/libraries (things only the linker reads)."""
     return LANGS_BY_SUFFIX.get(os.path.splitext(path)[1])
+
+
+def expand_response_files(argv: list[str], depth: int = 0) -> list[str]:
+    """gcc's @file: the file's words take its place (build systems use it for long link lines); an
+    @name that is no file stays as it is, as gcc leaves it."""
+    out: list[str] = []
+    for a in argv:
+        if a.startswith("@") and len(a) > 1 and os.path.isfile(a[1:]) and depth < 10:
+            with open(a[1:], encoding="utf-8", errors="surrogateescape") as f:
+                out += expand_response_files(shlex.split(f.read()), depth + 1)
+        else:
+            out.append(a)
+    return out
 
 
 def parse_args(argv: list[str]) -> Invocation:

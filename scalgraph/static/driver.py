@@ -22,7 +22,7 @@ import tempfile
 from pathlib import Path
 
 from scalgraph.errors import UserError
-from scalgraph.static.args import TAKES_VALUE, Invocation, Source, parse_args
+from scalgraph.static.args import TAKES_VALUE, Invocation, Source, expand_response_files, parse_args
 from scalgraph.static.toolchain import Compiler, Toolchain, find_compiler, find_toolchain
 
 PROGRAM_NAMES = {"c": "sgcc", "c++": "sgcxx", "fortran": "sgfort"}
@@ -62,6 +62,7 @@ def main(lang: str, argv: list[str]) -> int:
 
 
 def build(lang: str, argv: list[str]) -> int:
+    argv = expand_response_files(argv)
     inv = parse_args(argv)
     tc = find_toolchain(lang)
     if inv.mode == "show":
