@@ -5,18 +5,22 @@ writers in scalgraph/io/report.py print.  Definitions the report relies on:
 
 * run time T(p): the largest per-rank sum of exclusive vertex times at scale p.
 * merged time of a vertex at p: the mean over ranks (or, with k-means clustering of the ranks, the
-  mean of the group that is slowest at that vertex).  "own" time excludes waiting inside MPI (an effect of another rank's lateness).
+  mean of the group that is slowest at that vertex).  "own" time excludes waiting inside MPI (an
+  effect of another rank's lateness); a collective's own time is at least the time its
+  least-waiting participant spent in it.
 * scaling loss of a vertex: merged time at the largest scale P minus its ideal strong-scaling share
   T_v(p0) * p0 / P (see scaling.py), in seconds per rank.
 * non-scalable: scaling loss >= min_share * T(P).  abnormal: rank value > AbnormThd x median and
   >= min_share * T(P) above it.
 * cost of a PPG vertex (v, r): its own-time excess over the median rank plus its own-time scaling
-  loss.  On each backtracking path the most costly vertex is the root cause of that path; causes
-  are ranked by cost.  Nothing at or above min_share * T(P) -> "no scaling problem found".
+  loss (for a collective only when that loss is at least COLLECTIVE_GUARD x the threshold).  On each
+  backtracking path the most costly vertex is the root cause of that path; causes are ranked by
+  cost.  Nothing at or above min_share * T(P) -> "no scaling problem found".
 """
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -52,17 +56,30 @@ def merged(values: np.ndarray, clusters: int) -> np.ndarray:
     return values.mean(axis=0)
 
 
-def analyse(psg: PSG, profiles: Mapping[int, RunProfile], abnorm_thd: float = DEFAULT_ABNORM_THD,
-            min_share: float = DEFAULT_MIN_SHARE, clusters: int = 0, top: int = 5, weak: bool = False) -> dict:
-    """`profiles` may load lazily: each scale is read once, reduced to per-vertex vectors and
-    dropped; only the largest scale's arrays stay for the PPG and backtracking."""
+@dataclass
+class ScaleSummary:
+    """What the analysis keeps of all scales: per-vertex vectors per scale, plus the largest
+    scale's full arrays (for the PPG and backtracking)."""
+    scales: list[int]
+    times: dict[int, float]                 # run time per scale
+    abnormal: dict[int, list[Abnormal]]
+    y_total: np.ndarray                     # [V x scales] merged time
+    y_own: np.ndarray                       # [V x scales] merged own time (collectives: see below)
+    y_max: np.ndarray                       # [V x scales] slowest rank's time
+    is_coll: np.ndarray                     # [V] vertices with collective dependence rows
+    big: RunProfile                         # the largest scale
+    own_big: np.ndarray                     # [R x V] its own time
+
+
+def summarise_scales(psg: PSG, profiles: Mapping[int, RunProfile], abnorm_thd: float, min_share: float,
+                     clusters: int) -> ScaleSummary:
+    """Read each scale once (profiles may load lazily), reduce it to per-vertex vectors and drop it;
+    only the largest scale's arrays stay."""
     scales = sorted(profiles)
     nv = len(psg)
     times: dict[int, float] = {}
     abnormal: dict[int, list[Abnormal]] = {}
-    y_total = np.zeros((nv, len(scales)))
-    y_own = np.zeros((nv, len(scales)))
-    y_max = np.zeros((nv, len(scales)))
+    y_total, y_own, y_max = (np.zeros((nv, len(scales))) for _ in range(3))
     for i, p in enumerate(scales):
         prof = profiles[p]
         own = own_time(psg, prof)
@@ -77,7 +94,16 @@ def analyse(psg: PSG, profiles: Mapping[int, RunProfile], abnorm_thd: float = DE
                                merged(own, clusters))
         y_max[:, i] = prof.time.max(axis=0) if prof.nranks else 0.0
         abnormal[p] = find_abnormal(psg, prof, abnorm_thd, min_share * times[p], own)
-    big, own_big = prof, own          # the loop ends on the largest scale
+    return ScaleSummary(scales, times, abnormal, y_total, y_own, y_max, is_coll, prof, own)
+
+
+def analyse(psg: PSG, profiles: Mapping[int, RunProfile], abnorm_thd: float = DEFAULT_ABNORM_THD,
+            min_share: float = DEFAULT_MIN_SHARE, clusters: int = 0, top: int = 5, weak: bool = False) -> dict:
+    """`profiles` maps scale -> RunProfile and may load lazily (one scale in memory at a time)."""
+    sm = summarise_scales(psg, profiles, abnorm_thd, min_share, clusters)
+    scales, times, abnormal, is_coll, big, own_big = sm.scales, sm.times, sm.abnormal, sm.is_coll, sm.big, sm.own_big
+    y_total, y_own, y_max = sm.y_total, sm.y_own, sm.y_max
+    nv = len(psg)
     total_time = times[scales[-1]]
     floor = min_share * total_time
 
