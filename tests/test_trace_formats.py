@@ -246,6 +246,21 @@ def test_peer_outside_communicator(tmp_path):
     one_line_error(path, contains="peer 1 is not a member of communicator 1")
 
 
+def _coll(t, comm, root=-1):
+    return [{"t": t, "kind": "ENTER", "region": "main"}, {"t": t, "kind": "COLL_BEGIN", "comm": comm},
+            {"t": t + 1, "kind": "COLL_END", "comm": comm, "peer": root}, {"t": t + 1, "kind": "EXIT", "region": "main"}]
+
+
+def test_rank_outside_its_communicator(tmp_path):
+    path = _json_trace(tmp_path, [[], _coll(0, comm=1)], comms={"0": [0, 1], "1": [0]})
+    one_line_error(path, contains="rank 1 uses communicator 1 but is not one of its members")
+
+
+def test_collective_root_outside_communicator(tmp_path):
+    path = _json_trace(tmp_path, [_coll(0, comm=0, root=5), _coll(0, comm=0, root=5)])
+    one_line_error(path, contains="collective root 5 is not a member of communicator 0")
+
+
 def test_exit_without_enter(tmp_path):
     path = _json_trace(tmp_path, [[{"t": 0, "kind": "EXIT", "region": "main"}]])
     one_line_error(path, contains="EXIT without a matching ENTER")

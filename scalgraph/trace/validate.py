@@ -30,6 +30,7 @@ def check_trace(trace: Trace, where: str = "trace") -> None:
         raise UserError(f"{where}: the trace has no locations")
     _check_definitions(trace, where)
     nregions = len(trace.regions)
+    membership = _membership(trace)
     for rank, ev in enumerate(trace.events):
         at = f"{where}: rank {rank}"
         if ev.dtype != EVENT_DTYPE:
@@ -37,7 +38,7 @@ def check_trace(trace: Trace, where: str = "trace") -> None:
         _check_times(ev, at)
         _check_kinds_and_regions(ev, nregions, at)
         _check_nesting(ev, at)
-        _check_references(trace, rank, ev, at)
+        _check_references(trace, rank, ev, at, membership)
         _check_requests(ev, at)
     _check_messages_matched(trace, where)
     _check_collectives_matched(trace, where)
@@ -107,33 +108,44 @@ def _check_nesting(ev: np.ndarray, at: str) -> None:
                         f"{int(regions[ent[j]])} at event {int(ent[j])} (regions are not properly nested)")
 
 
-def _check_references(trace: Trace, rank: int, ev: np.ndarray, at: str) -> None:
+def _membership(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
+    """Sorted communicator ids, and the sorted keys index(comm) * nranks + member of every membership."""
+    ids = np.array(sorted(trace.comms), dtype=np.int64)
+    keys = [i * trace.nranks + np.asarray(trace.comms[int(c)], np.int64) for i, c in enumerate(ids)]
+    return ids, np.sort(np.concatenate(keys)) if keys else np.zeros(0, np.int64)
+
+
+def _check_references(trace: Trace, rank: int, ev: np.ndarray, at: str, membership) -> None:
+    """Vectorised over all events of the rank, whatever the number of communicators."""
+    ids, member_keys = membership
+    n = trace.nranks
     kinds = ev["kind"]
-    uses_comm = np.isin(kinds, P2P_SENDS + P2P_RECVS + (COLL_END,))
-    for c in np.unique(ev["comm"][uses_comm]).tolist():
-        sel = uses_comm & (ev["comm"] == c)
-        first = int(np.flatnonzero(sel)[0])
-        if c not in trace.comms:
-            raise UserError(f"{at} event {first}: unknown communicator {c}; define it in the trace's communicators")
-        members = np.asarray(trace.comms[c])
-        if rank not in members:
-            raise UserError(f"{at} event {first}: rank {rank} uses communicator {c} but is not one of its members")
-        p2p = sel & np.isin(kinds, P2P_SENDS + P2P_RECVS)
-        bad = np.flatnonzero(p2p & ~np.isin(ev["peer"], members))
-        if len(bad):
-            raise UserError(f"{at} event {int(bad[0])}: peer {int(ev['peer'][bad[0]])} is not a member of "
-                            f"communicator {c}")
-        coll = sel & (kinds == COLL_END)
-        bad = np.flatnonzero(coll & (ev["peer"] >= 0) & ~np.isin(ev["peer"], members))
-        if len(bad):
-            raise UserError(f"{at} event {int(bad[0])}: collective root {int(ev['peer'][bad[0]])} is not a member "
-                            f"of communicator {c}")
+    uses_comm = np.flatnonzero(np.isin(kinds, P2P_SENDS + P2P_RECVS + (COLL_END,)))
+    comm = ev["comm"][uses_comm].astype(np.int64)
+    known = np.isin(comm, ids)
+    if not known.all():
+        i = int(uses_comm[np.flatnonzero(~known)[0]])
+        raise UserError(f"{at} event {i}: unknown communicator {int(ev['comm'][i])}; define it in the trace's communicators")
+    index = np.searchsorted(ids, comm)
+    inside = np.isin(index * n + rank, member_keys)
+    if not inside.all():
+        i = int(uses_comm[np.flatnonzero(~inside)[0]])
+        raise UserError(f"{at} event {i}: rank {rank} uses communicator {int(ev['comm'][i])} but is not one of its members")
+    peer = ev["peer"][uses_comm].astype(np.int64)
+    is_p2p = kinds[uses_comm] != COLL_END
+    must_be_member = is_p2p | (peer >= 0)        # p2p peers always; collective roots when there is one
+    ok = ~must_be_member | ((peer >= 0) & (peer < n) & np.isin(index * n + peer, member_keys))
+    if not ok.all():
+        j = int(np.flatnonzero(~ok)[0])
+        i = int(uses_comm[j])
+        what = "peer" if is_p2p[j] else "collective root"
+        raise UserError(f"{at} event {i}: {what} {int(peer[j])} is not a member of communicator {int(comm[j])}")
     rma = np.isin(kinds, RMA_KINDS)
     for w in np.unique(ev["comm"][rma]).tolist():
         if w not in trace.windows:
             first = int(np.flatnonzero(rma & (ev["comm"] == w))[0])
             raise UserError(f"{at} event {first}: unknown RMA window {w}; define it in the trace's windows")
-    bad = np.flatnonzero(np.isin(kinds, (RMA_PUT, RMA_GET, RMA_ACC)) & ((ev["peer"] < 0) | (ev["peer"] >= trace.nranks)))
+    bad = np.flatnonzero(np.isin(kinds, (RMA_PUT, RMA_GET, RMA_ACC)) & ((ev["peer"] < 0) | (ev["peer"] >= n)))
     if len(bad):
         raise UserError(f"{at} event {int(bad[0])}: RMA target {int(ev['peer'][bad[0]])} is not a world rank")
 
