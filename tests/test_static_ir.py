@@ -163,3 +163,21 @@ def test_probes_verify_with_llvm():
     m.verify()
     body = str(m.get_function("main"))
     assert "call void @sg_fn_enter" in body and "store i32" in body
+
+
+def test_deep_else_if_chain():
+    """An else-if chain nests branches deeper than Python's recursion limit."""
+    n = 1200
+    body = ["define i32 @main() {", "  %r = call i32 @MPI_Comm_size(i32 0, ptr null)", "  br label %c0"]
+    for i in range(n):
+        body += [f"c{i}:", f"  %t{i} = icmp eq i32 %r, {i}", f"  br i1 %t{i}, label %then{i}, label %c{i + 1}",
+                 f"then{i}:", "  %b" + str(i) + " = call i32 @MPI_Barrier(i32 0)", "  br label %done"]
+    body += [f"c{n}:", "  br label %done", "done:", "  ret i32 0", "}",
+             "declare i32 @MPI_Barrier(i32)", "declare i32 @MPI_Comm_size(i32, ptr)"]
+    part, text = instrument_text("\n".join(body) + "\n", "deep.c")
+    psg, _ = link_psg([part])
+    branches = [v for v in range(len(psg)) if psg.kind_name(v) == "BRANCH"]
+    assert len(branches) == n
+    assert all(psg.children[b] for b in branches)
+    assert sum(psg.kind_name(v) == "MPI" for v in range(len(psg))) == n + 1
+    assert text.count("@sg_cur") >= n

@@ -91,3 +91,19 @@ def test_counts_before_and_after():
     before, after = psg.meta["counts_before"], psg.meta["counts_after"]
     assert sum(after.values()) == len(psg)
     assert before["CALL"] > after["CALL"] and before["FUNCTION"] >= after["FUNCTION"]
+
+
+def test_deep_call_chain():
+    """A call chain deeper than Python's recursion limit links (the walks use no recursion)."""
+    n = 1500
+    chain = [fn(f"f{i}", [("FUNCTION", -1, 0, None, i), ("MPI", 0, 0, None, i)]
+                + ([("CALL", 0, 0, f"f{i + 1}", i)] if i + 1 < n else [])) for i in range(n)]
+    main_fn = fn("main", [("FUNCTION", -1, 0, None, 1), ("CALL", 0, 0, "f0", 2)])
+    psg, _ = link_psg([part(main_fn, *chain)])
+    assert len(psg) == 2 + 3 * n - 1
+    deepest = len(psg) - 1
+    depth, v = 0, deepest
+    while psg.parent[v] >= 0:
+        v, depth = psg.parent[v], depth + 1
+    assert psg.name[deepest] == "mpi" and depth == 2 * n + 1
+    assert psg.meta["counts_before"]["MPI"] == n
