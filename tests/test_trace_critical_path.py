@@ -85,3 +85,12 @@ def test_critical_path_length_equals_run_length(prog):
     assert float(cp.profile.sum()) == pytest.approx(run, abs=1e-9)
     # segments are contiguous in time and never overlap
     assert np.allclose(cp.seg_start[:-1], cp.seg_end[1:])
+
+
+def test_figure3_path_runs_through_all_three_ranks():
+    from test_trace_delay import figure3
+    fwd, cp = analyse(figure3())
+    # all ranks leave main at 7; C was busy last (its R4 ends at 6.5), so the path ends there:
+    # C [6, 7], B [5, 6] (R3's processing), A [0, 5] (f and g)
+    assert list(cp.seg_rank) == [2, 1, 0]
+    assert by_name(fwd, cp.per_callpath) == {"main/f": 2.0, "main/g": 3.0, "main/MPI_Recv": 1.5, "main": 0.5}

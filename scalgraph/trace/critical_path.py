@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from scalgraph.model import trace as tm
 from scalgraph.trace import waitops
 from scalgraph.trace.delay import processing_profiles
 from scalgraph.trace.forward import ForwardResult
@@ -52,12 +53,20 @@ def _end_rank(fwd: ForwardResult) -> int:
     fin = [i for i, n in enumerate(names) if n == "MPI_Finalize"]
     ev = ctx.ev
     if fin:
-        enters = np.flatnonzero((ev["kind"] == 0) & np.isin(ev["region"], fin))
+        enters = np.flatnonzero((ev["kind"] == tm.ENTER) & np.isin(ev["region"], fin))
         if len(enters):
             return int(ctx.flat.rank[enters[np.argmax(ctx.time[enters])]])
-    off = ctx.flat.offsets
-    last = np.array([ctx.time[off[r + 1] - 1] if off[r + 1] > off[r] else -np.inf for r in range(ctx.nranks)])
-    return int(np.argmax(last))
+    # the rank whose trace ends last; on a tie (all leave main together) the one that was busy
+    # longest, i.e. whose last event other than an EXIT is the latest
+    off, kind = ctx.flat.offsets, ctx.ev["kind"]
+    last = np.full(ctx.nranks, -np.inf)
+    busy = np.full(ctx.nranks, -np.inf)
+    for r in range(ctx.nranks):
+        if off[r + 1] > off[r]:
+            last[r] = ctx.time[off[r + 1] - 1]
+            not_exit = np.flatnonzero(kind[off[r]:off[r + 1]] != tm.EXIT)
+            busy[r] = ctx.time[off[r] + not_exit[-1]] if len(not_exit) else last[r]
+    return int(np.lexsort((busy, last))[-1])
 
 
 def walk(fwd: ForwardResult):
