@@ -45,7 +45,8 @@ enum {
     SG_FLAG_SIGTERM = 4,     /* written by the SIGTERM handler */
     SG_FLAG_ABORT = 8,       /* written by MPI_Abort */
     SG_FLAG_SAMPLING_OFF = 16, /* the program owns SIGPROF/ITIMER_PROF, so no samples were taken */
-    SG_FLAG_DEPS_DROPPED = 32  /* the dependence table was full; some tuples were not recorded */
+    SG_FLAG_DEPS_DROPPED = 32, /* the dependence table was full; some tuples were not recorded */
+    SG_FLAG_TSC = 64           /* MPI times were read through the calibrated TSC (else clock_gettime) */
 };
 
 struct sg_file_header {

@@ -66,11 +66,37 @@ const char *sg_counter_name(uint32_t i) SG_HIDDEN;
 void sg_install_exit_handlers(void) SG_HIDDEN;
 const char *sg_out_dir(void) SG_HIDDEN;
 
-static inline uint64_t sg_now_ns(void) {
+static inline uint64_t sg_clock_ns(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
+
+/* The timer of the wrappers: CLOCK_MONOTONIC nanoseconds, read through the TSC once it is calibrated
+ * against CLOCK_MONOTONIC (sg_timer_calibrate, at MPI_Init) and the kernel itself uses the TSC as its
+ * clock source (so it is invariant and synchronised).  On this project's VM clock_gettime costs
+ * 90 ns and rdtsc 37 ns, and every MPI call reads the timer twice. */
+struct sg_tsc {
+    int usable;
+    uint64_t tsc0, ns0;
+    double ns_per_tick;
+};
+extern struct sg_tsc sg_tsc SG_HIDDEN;
+void sg_timer_calibrate(void) SG_HIDDEN;
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <x86intrin.h>
+static inline uint64_t sg_now_ns(void) {
+    if (__builtin_expect(sg_tsc.usable, 1)) {
+        uint64_t t = __rdtsc();
+        return t > sg_tsc.tsc0 ? sg_tsc.ns0 + (uint64_t)((double)(t - sg_tsc.tsc0) * sg_tsc.ns_per_tick)
+                               : sg_tsc.ns0;
+    }
+    return sg_clock_ns();
+}
+#else
+static inline uint64_t sg_now_ns(void) { return sg_clock_ns(); }
+#endif
 
 static inline double sg_wall_seconds(void) {
     struct timespec ts;

@@ -2,7 +2,10 @@
  * Fixed-size storage allocated once (at sg_register_psg); the hot paths only add. */
 #include "sg_internal.h"
 #include <string.h>
+#include <fcntl.h>
+#include <stdlib.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 enum { SG_DEP_SLOTS = 1 << 14, SG_MAX_COMMS = 1024, SG_MAX_MEMBERS = 1 << 18 };
 
@@ -38,6 +41,44 @@ void sg_store_resize(uint32_t nv) {
     sg_calls = block + n;
     __atomic_store_n(&sg_samples, block, __ATOMIC_RELEASE);
     __atomic_store_n(&store_nv_, nv, __ATOMIC_RELEASE);
+}
+
+/* ---- timer calibration ---- */
+struct sg_tsc sg_tsc;
+static uint64_t cal_tsc_, cal_ns_;
+
+static int kernel_clock_is_tsc(void) {
+    char buf[32] = {0};
+    int fd = open("/sys/devices/system/clocksource/clocksource0/current_clocksource", O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    return n >= 3 && strncmp(buf, "tsc", 3) == 0 && (buf[3] == '\n' || buf[3] == 0);
+}
+
+/* First call: remember a (TSC, CLOCK_MONOTONIC) pair.  A later call at least 5 ms on turns the TSC on,
+ * with the rate measured in between.  SCALGRAPH_TIMER=clock keeps clock_gettime. */
+void sg_timer_calibrate(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    const char *env = getenv("SCALGRAPH_TIMER");
+    if (sg_tsc.usable || (env && strcmp(env, "clock") == 0))
+        return;
+    uint64_t tsc = __rdtsc(), ns = sg_clock_ns();
+    if (cal_ns_ == 0) {
+        if (kernel_clock_is_tsc()) {
+            cal_tsc_ = tsc;
+            cal_ns_ = ns;
+        }
+        return;
+    }
+    if (ns - cal_ns_ < 5000000 || tsc <= cal_tsc_)
+        return;
+    sg_tsc.ns_per_tick = (double)(ns - cal_ns_) / (double)(tsc - cal_tsc_);
+    sg_tsc.tsc0 = tsc;
+    sg_tsc.ns0 = ns;
+    __atomic_store_n(&sg_tsc.usable, 1, __ATOMIC_RELEASE);
+#endif
 }
 
 void sg_core_init(int32_t rank, int32_t nranks) {

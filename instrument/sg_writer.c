@@ -115,7 +115,7 @@ static void fill_header(struct sg_file_header *h, uint32_t flags, uint32_t nv, u
     h->ncomms = sg_comm_count();
     h->nmembers = sg_member_count();
     h->flags = flags | (sg_run.sampling_off ? SG_FLAG_SAMPLING_OFF : 0) |
-               (sg_deps_dropped ? SG_FLAG_DEPS_DROPPED : 0);
+               (sg_deps_dropped ? SG_FLAG_DEPS_DROPPED : 0) | (sg_tsc.usable ? SG_FLAG_TSC : 0);
     h->deps_dropped = sg_deps_dropped;
     h->hz = sg_run.hz;
     h->comm_sample = sg_run.comm_sample;
@@ -241,6 +241,7 @@ __attribute__((constructor)) static void sg_start(void) {
         sg_run.comm_sample = (p >= 0 && p <= 1) ? p : 1.0;
     }
     sg_thread_self();   /* the main thread gets pool slot 0 */
+    sg_timer_calibrate();   /* first point; MPI_Init takes the second */
     sg_install_exit_handlers();
     sg_sampler_start();
 }

@@ -24,6 +24,7 @@ MPICC = str(BIN / "mpicc") if (BIN / "mpicc").is_file() else shutil.which("mpicc
 MPIEXEC = str(BIN / "mpiexec") if (BIN / "mpiexec").is_file() else shutil.which("mpiexec")
 PROGRAM = Path(__file__).resolve().parent.parent / "instrument" / "testprogs" / "patterns.c"
 THREADS = PROGRAM.with_name("threads.c")
+CLOCKSOURCE = Path("/sys/devices/system/clocksource/clocksource0/current_clocksource")
 
 # vertex ids of patterns.c (see its header comment)
 BURN_A, BURN_B, INIT, SEND, RECV, IRECV, ISEND, WAITALL, WILD, WORKER, SPLIT, ALLRED, BARRIER, \
@@ -276,3 +277,19 @@ def test_clock_offsets_by_ping_pong_are_bounded_by_half_the_round_trip(programs,
         assert off[0] == 0 and rtt[0] == 0 and all(r > 0 for r in rtt[1:])
         assert all(abs(o) <= r / 2 + 1e-9 for o, r in zip(off, rtt))
         assert auto[f"clock_offset_{when}"] == [0.0] * 4 and auto[f"clock_rtt_{when}"] == [0.0] * 4
+
+
+@pytest.mark.parametrize("timer", ["tsc-if-possible", "clock"])
+def test_blocked_time_is_measured_in_seconds(programs, tmp_path, timer):
+    """Rank 1 sleeps 0.3 s before the ring: rank 0's first receive blocks that long (both timers)."""
+    env = {"SCALGRAPH_TIMER": "clock"} if timer == "clock" else {}
+    run(programs / "with_shim", 2, [2, 1, 1, 1000, 1000, "late"], tmp_path / "prof", env=env)
+    prof = read_run(tmp_path / "prof")
+    if timer == "clock":
+        assert prof.meta["timer"] == ["clock", "clock"]
+    elif CLOCKSOURCE.is_file() and CLOCKSOURCE.read_text().strip() == "tsc":
+        assert prof.meta["timer"] == ["tsc", "tsc"]
+    assert 0.29 <= prof.wait[0, RECV] == prof.time[0, RECV] < 0.29 + 0.5 * prof.wall_time
+    assert prof.deps[(prof.deps["rank"] == 0) & (prof.deps["vertex"] == RECV)]["wait"][0] == \
+        pytest.approx(prof.wait[0, RECV])
+    assert prof.time[0][prof.calls[0] > 0].sum() <= prof.wall_time

@@ -1,7 +1,7 @@
 /* Test program for the shim (tests/test_shim_mpi.py): hand-written probes and PSG tables, the way
  * the compile wrapper would generate them, around known communication patterns.
- *   usage: patterns PX PY ITERS BURN_A BURN_B [exit|hang|hang1]
- * exit: leave without MPI_Finalize; hang: every rank waits to be killed; hang1: ranks > 0 do.
+ *   usage: patterns PX PY ITERS BURN_A BURN_B [late|exit|hang|hang1]
+ * late: rank 1 sleeps 0.3 s before the ring; exit: leave without MPI_Finalize; hang: every rank waits to be killed; hang1: ranks > 0 do.
  * Vertices (pre-order):      main template locals:      burn template locals:
  *   0 main                    0 FUNCTION                  0 FUNCTION
  *   1 CALL burn (site A)      1 CALL A                    1 LOOP
@@ -69,6 +69,9 @@ int main(int argc, char **argv) {
     burn(burn_a);
     sg_cur = L_CALL_B;
     burn(burn_b);
+
+    if (strcmp(mode, "late") == 0 && rank == 1)
+        usleep(300000);   /* rank 0 waits for it in the ring's first receive */
 
     /* ring: 100 ints to the right, from the left; even ranks send first (not alone: a blocking
      * send to oneself may never return) */

@@ -14,8 +14,8 @@ from scalgraph.model.profile import DEP_DTYPE, RunProfile
 
 MAGIC = b"SGPROF\0\0"
 VERSION = 1
-FLAG_FINALIZED, FLAG_AT_EXIT, FLAG_SIGTERM, FLAG_ABORT, FLAG_SAMPLING_OFF, FLAG_DEPS_DROPPED = (
-    1, 2, 4, 8, 16, 32)
+FLAG_FINALIZED, FLAG_AT_EXIT, FLAG_SIGTERM, FLAG_ABORT, FLAG_SAMPLING_OFF, FLAG_DEPS_DROPPED, FLAG_TSC = (
+    1, 2, 4, 8, 16, 32, 64)
 WRITTEN_BY = ((FLAG_FINALIZED, "finalize"), (FLAG_AT_EXIT, "exit"), (FLAG_SIGTERM, "sigterm"),
               (FLAG_ABORT, "abort"))
 
@@ -160,6 +160,7 @@ def read_run(directory) -> RunProfile:
         "clock_rtt_init": by_rank("clock_rtt_init"),
         "clock_rtt_final": by_rank("clock_rtt_final"),
         "written_by": [None if f is None else written_by(f) for f in flags],
+        "timer": [None if f is None else ("tsc" if f & FLAG_TSC else "clock") for f in flags],
         "sampling_off_ranks": [r for r, f in enumerate(flags) if f is not None and f & FLAG_SAMPLING_OFF],
         "deps_dropped": int(sum(rec["deps_dropped"] for rec in recs)),
         "missing_ranks": missing,
