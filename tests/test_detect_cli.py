@@ -21,7 +21,7 @@ from scalgraph.model.profile import DEP_DTYPE, RunProfile
 HZ = 1e6    # sampled (non-MPI) times are samples / hz: microsecond resolution keeps the synthetic times
 
 
-def _save_run(run_dir: pathlib.Path, prof: RunProfile) -> None:
+def _save_run(run_dir: pathlib.Path, prof: RunProfile, flags: int = pf.FLAG_FINALIZED, deps_dropped: int = 0) -> None:
     run_dir.mkdir(parents=True, exist_ok=True)
     comms = sorted(prof.comm_members.items())
     members = np.array([m for _, ms in comms for m in ms], dtype="<i4")
@@ -43,7 +43,7 @@ def _save_run(run_dir: pathlib.Path, prof: RunProfile) -> None:
         h["file_size"] = pf.HEADER_DTYPE.itemsize + len(body)
         h["rank"], h["nranks"], h["nvertices"] = r, prof.nranks, prof.nvertices
         h["ndeps"], h["ncomms"], h["nmembers"] = len(deps), len(comm_rows), len(members)
-        h["flags"], h["hz"], h["comm_sample"] = pf.FLAG_FINALIZED, HZ, 1.0
+        h["flags"], h["hz"], h["comm_sample"], h["deps_dropped"] = flags, HZ, 1.0, deps_dropped
         h["end_time"] = prof.wall_time
         h["psg_hash"], h["host"], h["mpi_library"] = prof.psg_hash.encode(), b"test", b"synthetic"
         data = h.tobytes() + body
@@ -203,3 +203,13 @@ def test_bad_option_values(tmp_path, capsys):
     psg, runs, _ = syn.cg_like(scales=(2, 4))
     exp = write_synthetic_experiment(tmp_path / "exp", psg, runs)
     _assert_one_clear_line(*_detect(capsys, exp, "--abnorm-thd", "0.9"), "--abnorm-thd must be above 1")
+
+
+def test_partial_profiles_are_mentioned_in_the_report(tmp_path, capsys):
+    psg, runs, comp = syn.cg_like()
+    exp = write_synthetic_experiment(tmp_path / "exp", psg, runs)
+    _save_run(exp / "scale-8/rep-0", runs[8], flags=pf.FLAG_SIGTERM, deps_dropped=12)
+    code, out, _ = _detect(capsys, exp)
+    assert code == 0 and "#1 cg.c:12" in out
+    assert "note: scale-8/rep-0: 8 rank(s) wrote their profile at sigterm" in out
+    assert "96 communication dependence records were dropped" in out      # 12 on each of 8 ranks

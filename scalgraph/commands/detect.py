@@ -41,6 +41,7 @@ def run(args) -> int:
     exp = read_experiment(args.experiment)
     result = analyse(exp.psg, exp.profiles(), abnorm_thd=args.abnorm_thd, min_share=args.min_share,
                      clusters=args.clusters, top=args.top, weak=args.weak)
+    result["notes"] = exp.warnings + result["notes"]
     if args.json:
         write_json(result, sys.stdout, str(args.experiment))
     else:

@@ -19,7 +19,7 @@ import json
 import os
 import pathlib
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable
 
 import numpy as np
@@ -40,6 +40,7 @@ class Experiment:
     psg: PSG
     run_dirs: dict[int, list[pathlib.Path]]           # scale -> directories of its "ok" repetitions
     read_run: Callable[[pathlib.Path], RunProfile]
+    warnings: list[str] = field(default_factory=list)   # things the report should mention, found while reading
 
     @property
     def scales(self) -> list[int]:
@@ -54,6 +55,11 @@ class Experiment:
     def profiles(self) -> "LazyProfiles":
         """scale -> RunProfile, read when looked up, so only one scale is in memory at a time."""
         return LazyProfiles(self)
+
+    def _note_partial(self, where, prof: RunProfile) -> None:
+        for note in _partial_notes(where, prof.meta):
+            if note not in self.warnings:
+                self.warnings.append(note)
 
     def _read_checked(self, scale: int, run_dir: pathlib.Path) -> RunProfile:
         where = run_dir.relative_to(self.path) if run_dir.is_relative_to(self.path) else run_dir
@@ -76,6 +82,7 @@ class Experiment:
             shown = ", ".join(map(str, missing[:8])) + (" ..." if len(missing) > 8 else "")
             raise UserError(f"{where}: no profile file from rank{'s' if len(missing) > 1 else ''} {shown} "
                             f"(crashed or killed); {RERUN}")
+        self._note_partial(where, prof)
         if prof.nranks != scale:
             raise UserError(f"{where}: {prof.nranks} ranks recorded for a run at {scale} processes "
                             f"(a rank crashed or its file is missing); {RERUN}")
@@ -94,6 +101,20 @@ class LazyProfiles(Mapping):
 
     def __len__(self) -> int:
         return len(self._exp.scales)
+
+
+def _partial_notes(where, meta: dict) -> list[str]:
+    notes = []
+    written = [w for w in meta.get("written_by") or [] if w not in (None, "finalize")]
+    if written:
+        notes.append(f"{where}: {len(written)} rank(s) wrote their profile at {'/'.join(sorted(set(written)))}, "
+                     "not at MPI_Finalize: their data may be partial")
+    if meta.get("sampling_off_ranks"):
+        notes.append(f"{where}: sampling was off on ranks {meta['sampling_off_ranks'][:8]}: computation there is not measured")
+    if meta.get("deps_dropped"):
+        notes.append(f"{where}: {meta['deps_dropped']} communication dependence records were dropped (table full): "
+                     "some inter-process edges are missing")
+    return notes
 
 
 def median_of_repetitions(reps: list[RunProfile]) -> RunProfile:
