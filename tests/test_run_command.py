@@ -211,7 +211,7 @@ def test_exit_zero_without_rank_files_is_a_failed_run(fake_app, tmp_path, monkey
 def test_a_hanging_run_is_stopped_at_the_timeout(fake_app, tmp_path, monkeypatch):
     exp = tmp_path / "exp"
     monkeypatch.setenv("FAKE_HANG_AT", "2")
-    assert main(["run", "-n", "1,2", "--timeout", "2", "-o", str(exp), "--", str(fake_app)]) == 1
+    assert main(["run", "-n", "1,2", "--timeout", "6", "-o", str(exp), "--", str(fake_app)]) == 1
     runs = runs_by_scale(exp)
     assert runs[(1, 0)]["status"] == "ok"
     assert runs[(2, 0)]["status"] == "failed" and "timed out" in runs[(2, 0)]["error"]
