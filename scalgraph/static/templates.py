@@ -323,7 +323,7 @@ def attach_lines(verts: list[dict], instr_local: dict[tuple[int, int], int], fn:
                 file, line, mid = chain[max(0, min(depth, depth - level[v]))]
                 if line > 0:
                     _widen(spans[v], file, line, line)
-                    if where[v] < 0 and v == local:
+                    if where[v] < 0:
                         where[v] = mid
             v = parent[v]
             if v >= 0 and verts[v]["kind"] not in ("FUNCTION", "LOOP", "BRANCH"):
