@@ -46,6 +46,8 @@ def programs(tmp_path_factory):
                     "void sg_register_psg(const struct sg_psg_tables *t) { (void)t; }\n"
                     "void sg_fn_enter(uint32_t f) { (void)f; }\nvoid sg_fn_exit(void) {}\n")
     subprocess.run([*common, str(stub), "-o", str(d / "plain")], check=True)
+    subprocess.run([MPICC, "-O2", "-I", str(INSTRUMENT_DIR), str(PROGRAM.with_name("callcost.c")),
+                    *link_flags(shim_library(MPICC)), "-o", str(d / "callcost")], check=True)
     subprocess.run([MPICC, "-O1", "-g", "-pthread", "-I", str(INSTRUMENT_DIR), str(THREADS),
                     *link_flags(shim_library(MPICC)), "-o", str(d / "threads")], check=True)
     return d
@@ -293,3 +295,24 @@ def test_blocked_time_is_measured_in_seconds(programs, tmp_path, timer):
     assert prof.deps[(prof.deps["rank"] == 0) & (prof.deps["vertex"] == RECV)]["wait"][0] == \
         pytest.approx(prof.wait[0, RECV])
     assert prof.time[0][prof.calls[0] > 0].sum() <= prof.wall_time
+
+
+def test_ten_million_mpi_calls_need_no_more_memory_and_no_bigger_file(programs, tmp_path):
+    """callcost.c makes 4 MPI calls per iteration (Iprobe, Irecv, Isend, Waitall): 2.5e6 iterations
+    against 1e4, one rank; peak RSS and the file size stay the same."""
+    def peak_rss_kb(n: int, out: Path) -> int:
+        proc = subprocess.Popen([str(programs / "callcost"), str(n)], stdout=subprocess.DEVNULL,
+                                env=dict(os.environ, SCALGRAPH_OUT=str(out)))
+        _, status, usage = os.wait4(proc.pid, 0)
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        assert proc.returncode == 0
+        return usage.ru_maxrss
+
+    small, big = peak_rss_kb(10_000, tmp_path / "small"), peak_rss_kb(2_500_000, tmp_path / "big")
+    assert big <= small + 2048, (small, big)
+    assert (tmp_path / "big" / "rank-0.sgp").stat().st_size == (tmp_path / "small" / "rank-0.sgp").stat().st_size
+    prof = read_run(tmp_path / "big")
+    assert prof.calls[0, 2] == 2_500_000 + 1 and prof.calls[0, 3] == 3 * 2_500_000   # + MPI_Init at 2
+    rows = prof.deps[prof.deps["vertex"] == 3]
+    assert sorted(rows[["kind", "peer", "tag", "count", "bytes"]].tolist()) == [
+        (DEP_SEND, 0, 5, 2_500_000, 4 * 2_500_000), (DEP_RECV, 0, 5, 2_500_000, 4 * 2_500_000)]
