@@ -86,7 +86,9 @@ int main(int argc, char **argv) {
     return 0;
 }
 '''
-HELPER_C = '#include "helper.h"\nint helper(int x) { int s = 0; for (int i = 0; i <= x; i++) s += i * i; return s; }\n'
+# helper calls MPI so that the graph keeps it at any -O (a plain sum loop may be folded away)
+HELPER_C = ('#include <mpi.h>\n#include "helper.h"\nint helper(int x) { int s = 0; MPI_Barrier(MPI_COMM_WORLD);\n'
+            'for (int i = 0; i <= x; i++) s += i * i; return s; }\n')
 
 
 def write_project(d: Path) -> None:
@@ -352,3 +354,32 @@ def test_link_through_a_response_file(tmp_path, mode):
     (tmp_path / "objs.rsp").write_text("main.o\nhelper.o\n")
     sg("sgcc", ["@objs.rsp", "-o", "app"], tmp_path, mode)
     assert mpirun(tmp_path / "app", 2, cwd=tmp_path) == f"rsp size=2 total={expected_total(2, 5)}\n"
+
+
+def test_cmake_ninja_project_with_a_static_library(tmp_path, mode):
+    """A real build system drives the wrapper: compiler detection, -MD/-MT/-MF dependency files, ar, link."""
+    cmake, ninja = shutil.which("cmake"), shutil.which("ninja")
+    require_tool(cmake is not None and ninja is not None, "no cmake/ninja")
+    write_project(tmp_path)
+    (tmp_path / "CMakeLists.txt").write_text(
+        "cmake_minimum_required(VERSION 3.16)\nproject(demo C)\n"
+        "add_library(helper STATIC helper.c)\ntarget_include_directories(helper PUBLIC inc)\n"
+        "add_executable(app main.c)\ntarget_compile_definitions(app PRIVATE FACTOR=4 GREETING=\"cmake\")\n"
+        "target_link_libraries(app helper m)\n")
+    launcher = tmp_path / "sgcc-for-cmake"
+    env_line = "export SCALGRAPH_NO_INSTRUMENT=1\n" if mode == "plain" else "unset SCALGRAPH_NO_INSTRUMENT\n"
+    launcher.write_text(f"#!/bin/sh\n{env_line}exec {sys.executable} -c 'import sys; from scalgraph.static.driver "
+                        "import main; sys.exit(main(\"c\", sys.argv[1:]))' \"$@\"\n")
+    launcher.chmod(0o755)
+    build = tmp_path / "build"
+    r = subprocess.run([cmake, "-G", "Ninja", f"-DCMAKE_C_COMPILER={launcher}", "-DCMAKE_BUILD_TYPE=Release",
+                        "-S", str(tmp_path), "-B", str(build)], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    r = subprocess.run([ninja, "-C", str(build)], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0 and "Traceback" not in r.stdout, r.stdout + r.stderr
+    assert mpirun(build / "app", 3, cwd=tmp_path) == f"cmake size=3 total={expected_total(3, 4)}\n"
+    deps = subprocess.run([ninja, "-C", str(build), "-t", "deps"], capture_output=True, text=True).stdout
+    assert "helper.h" in deps and "mpi.h" in deps          # ninja read our -MD dependency files
+    if mode == "instrumented":
+        import json
+        assert "helper" in json.loads((build / "app.psg.json").read_text())["functions"]
