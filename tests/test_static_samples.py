@@ -146,7 +146,7 @@ def test_fortran_program(tmp_path):
     need_flang()
     src = CASES / "cases.f90"
     psg = build_psg([src], tmp_path)[0]
-    assert psg.function[0] == psg.name[0] and psg.functions[0] == "_QQmain"
+    assert psg.name[0] == psg.function[0] == "cases" and psg.functions[0] == "_QQmain"
     (loop,) = [c for c in psg.children[0] if psg.kind_name(c) == "LOOP"]
     assert psg.line_first[loop] == line_of(src, "do i = 1, 10")
     kids = kinds_of_children(psg, loop)

@@ -77,6 +77,8 @@ def build_part(module: Module, source_path: str, modhash: str, *, max_loop_depth
     trees = {}
     for f in users:
         display = dbg.subprogram(f.dbg)[0] or f.name
+        if f.name == "_QQmain":
+            display = _fortran_program_name(*dbg.subprogram(f.dbg)[1:]) or display
         trees[f.name] = (f, cfg.analyse(f), display)
     local = {name: local_tree(f, cf, display, resolve, dbg.location) for name, (f, cf, display) in trees.items()}
     may_mpi, has_loops = _callee_facts(local, user_keys)
@@ -115,6 +117,19 @@ def build_part(module: Module, source_path: str, modhash: str, *, max_loop_depth
             "has_mpi": any(is_mpi(d) for d in module.declared) or any(
                 v["kind"] == "MPI" for fn in functions for v in fn["vertices"])}
     return part, plans
+
+
+def _fortran_program_name(path: str, line: int) -> str:
+    """flang names the main program _QQmain; its `program NAME` line says what the user called it."""
+    try:
+        with open(path, errors="replace") as fh:
+            for i, text in enumerate(fh, 1):
+                if i == line:
+                    m = re.match(r'\s*program\s+(\w+)', text, re.IGNORECASE)
+                    return m.group(1) if m else ""
+    except OSError:
+        pass
+    return ""
 
 
 def _callee_facts(local: dict, user_keys: dict[str, str]) -> tuple[dict[str, bool], dict[str, bool]]:

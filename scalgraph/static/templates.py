@@ -334,7 +334,7 @@ def attach_lines(verts: list[dict], instr_local: dict[tuple[int, int], int], fn:
         file = home_file if home_file in span else (min(span) if span else home_file)
         a, z = span.get(file, (0, 0))
         v["file"], v["first"], v["last"] = file, a, z
-        inlined = leaf[i] or level[i] > 0
+        inlined = level[i] > 0
         if i > 0 and inlined and where[i] >= 0:     # code inlined from another function: say which
             name = dbg.function_of(where[i])
             if name:
