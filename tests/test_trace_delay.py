@@ -217,3 +217,14 @@ def test_chunked_analysis_equals_one_chunk(monkeypatch):
     assert len(whole.waits) > 4
     assert np.allclose(whole.short_term, chunked.short_term) and np.allclose(whole.long_term, chunked.long_term)
     assert np.allclose(whole.gamma, chunked.gamma)
+
+
+def test_gamma_solver_handles_out_of_order_and_cycles():
+    # M[v, w]: wait 1 is charged for wait 0; keys put wait 1 first, so the triangular order fails
+    gamma = delay._solve_gamma(np.array([1]), np.array([0]), np.array([0.5]), np.array([2.0, 1.0]),
+                               np.array([5.0, 1.0]))
+    assert gamma.tolist() == [0.0, 1.0]                  # Γ_1 = 0.5 · (ω_0 + Γ_0)
+    from scalgraph.errors import UserError
+    with pytest.raises(UserError, match="cycle"):
+        delay._solve_gamma(np.array([1, 0]), np.array([0, 1]), np.array([1.0, 1.0]), np.array([2.0, 1.0]),
+                           np.array([0.0, 1.0]))

@@ -25,12 +25,14 @@ Choices the seed leaves open (stated here and in the README):
 """
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.linalg import spsolve, spsolve_triangular
 
+from scalgraph.errors import UserError
 from scalgraph.trace import waitops
 from scalgraph.trace.forward import ForwardResult, ReplayContext
 
@@ -215,7 +217,12 @@ def _solve_gamma(m_rows, m_cols, m_vals, omega, key):
     if np.all(r < c):
         g = spsolve_triangular(a, rhs, lower=False)
     else:
-        g = spsolve(a.tocsc(), rhs)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")           # a singular system is reported below
+            g = spsolve(a.tocsc(), rhs)
+    if not np.all(np.isfinite(g)):
+        raise UserError("delay analysis: wait states cause each other in a cycle, which only timestamps that "
+                        "violate the clock condition can produce; run without --no-clock-correction")
     out = np.empty(n)
     out[order] = g
     return out
