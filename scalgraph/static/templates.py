@@ -87,7 +87,7 @@ def local_tree(fn: Function, cf: cfg.ControlFlow, display_name: str, resolve, lo
         nodes.append(Node(kind, name, parent, **kw))
         return len(nodes) - 1
 
-    def level(region: int, me: int) -> None:
+    def level(region: int, me: int):
         items: list[tuple[tuple[int, int, int], tuple]] = []
         for b in blocks_of.get(region, []):
             instrs = fn.blocks[b].instrs
@@ -99,8 +99,8 @@ def local_tree(fn: Function, cf: cfg.ControlFlow, display_name: str, resolve, lo
             r = cf.regions[ri]
             items.append(((cf.order[r.head], -1 if r.kind == cfg.LOOP else 1, 0), ("reg", ri)))
         items.sort(key=lambda it: it[0])
-        entries: list = []           # node ids, or [instrs, work, calls, last block, break] runs
-        run: list | None = None
+        entries: list = []           # node ids, or [instrs, work, calls, last block, break] segments
+        seg: list | None = None
         brk = False
         for _, item in items:
             if item[0] == "ins":
@@ -108,24 +108,24 @@ def local_tree(fn: Function, cf: cfg.ControlFlow, display_name: str, resolve, lo
                 ins = fn.blocks[b].instrs[idx]
                 c = classify_call(ins, resolve)
                 if c is None:
-                    if run is not None and b != run[3] and b not in cf.succs[run[3]]:
-                        run = None                       # not straight-line: e.g. the other arm
+                    if seg is not None and b != seg[3] and b not in cf.succs[seg[3]]:
+                        seg = None                       # not straight-line: e.g. the other arm
                         brk = True
-                    if run is None:
-                        run = [[], 0, 0, b, brk]
-                        entries.append(run)
+                    if seg is None:
+                        seg = [[], 0, 0, b, brk]
+                        entries.append(seg)
                         brk = False
-                    run[3] = b
-                    run[0].append((b, idx))
-                    run[1] += _counts_as_work(ins)
-                    run[2] += ins.is_call and not (ins.callee or "").startswith("llvm.")
+                    seg[3] = b
+                    seg[0].append((b, idx))
+                    seg[1] += _counts_as_work(ins)
+                    seg[2] += ins.is_call and not (ins.callee or "").startswith("llvm.")
                     continue
-                run, brk = None, False
+                seg, brk = None, False
                 nid = new(c[0], c[1], me, callee=c[2], instrs=[(b, idx)])
                 owner[(b, idx)] = nid
                 entries.append(nid)
             else:
-                run, brk = None, False
+                seg, brk = None, False
                 r = cf.regions[item[1]]
                 if r.kind == cfg.LOOP:
                     nid = new(LOOP, "loop", me, depth=r.depth, source=_header_line(fn, r.head, locate))
