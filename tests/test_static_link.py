@@ -107,3 +107,14 @@ def test_deep_call_chain():
         v, depth = psg.parent[v], depth + 1
     assert psg.name[deepest] == "mpi" and depth == 2 * n + 1
     assert psg.meta["counts_before"]["MPI"] == n
+
+
+def test_foreign_or_damaged_parts_are_one_line_errors():
+    import pytest
+
+    from scalgraph.errors import UserError
+    for bad in ({"format": "other"}, {**part(MAIN), "version": 99},
+                {**part(MAIN), "functions": [{"key": "main"}]}):
+        with pytest.raises(UserError) as e:
+            link_psg([bad])
+        assert "\n" not in str(e.value) and "sgcc" in str(e.value)

@@ -29,12 +29,20 @@ def link_psg(parts: list[dict], *, max_loop_depth: int = 10) -> tuple[PSG, str]:
     return psg, tables_c_source(psg, builder)
 
 
+PART_VERSION = 1
+_FUNCTION_FIELDS = ("key", "name", "display", "fid_symbol", "vertices", "full_counts", "full_calls")
+
+
 def _function_table(parts: list[dict]) -> dict[str, dict]:
     table: dict[str, dict] = {}
     for part in parts:
-        if not isinstance(part, dict) or part.get("format") != PART_FORMAT:
-            raise UserError("an object carries a PSG part scalgraph cannot read; rebuild it with this sgcc")
+        if not isinstance(part, dict) or part.get("format") != PART_FORMAT or \
+                part.get("version") != PART_VERSION or not isinstance(part.get("functions"), list):
+            where = part.get("source", "an object") if isinstance(part, dict) else "an object"
+            raise UserError(f"{where}: its PSG part is not one this scalgraph reads; recompile it with this sgcc")
         for f in part["functions"]:
+            if not isinstance(f, dict) or any(k not in f for k in _FUNCTION_FIELDS):
+                raise UserError(f"{part.get('source', 'an object')}: damaged PSG part; recompile it with sgcc")
             table.setdefault(f["key"], f)          # inline/template functions: the first copy wins
     return table
 
