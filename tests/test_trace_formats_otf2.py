@@ -10,11 +10,14 @@ import shutil
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from conftest import require_tool
 from scalgraph.errors import UserError
 from scalgraph.io.trace_read import read_trace, write_trace
 from scalgraph.model import trace as tm
+from test_trace_clock_props import simulate
 from test_trace_formats import assert_same, one_line_error, rich_trace
 
 
@@ -262,3 +265,15 @@ def test_scorep_clock_offsets_are_applied_when_reading(tmp_path):
     trace = read_trace(tmp_path / "traces.otf2")
     # global offset = first written stamp (0); interpolated ticks 100, 700, 1060, 1300 -> seconds
     assert trace.events[0]["time"].tolist() == pytest.approx([0.1, 0.7, 1.06, 1.3])
+
+
+@settings(max_examples=15, deadline=None)
+@given(nranks=st.integers(1, 5), nops=st.integers(0, 25), seed=st.integers(0, 2**32 - 1))
+def test_random_traces_round_trip_through_every_format(tmp_path_factory, nranks, nops, seed):
+    trace = simulate(max(nranks, 2), nops, seed)
+    for ev in trace.events:
+        ev["time"] = np.rint(ev["time"] * 1e9) / 1e9        # OTF2 holds whole nanoseconds
+    d = tmp_path_factory.mktemp("rt")
+    for fmt, name in (("binary", "t.sgt"), ("json", "t.json"), ("otf2", "traces.otf2")):
+        write_trace(trace, d / name, fmt)
+        assert_same(read_trace(d / name), trace)
