@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import re
 
+import pytest
+
+from scalgraph.errors import UserError
 from scalgraph.model.psg import KINDS
 from scalgraph.static.link import link_psg
 
@@ -110,9 +113,6 @@ def test_deep_call_chain():
 
 
 def test_foreign_or_damaged_parts_are_one_line_errors():
-    import pytest
-
-    from scalgraph.errors import UserError
     for bad in ({"format": "other"}, {**part(MAIN), "version": 99},
                 {**part(MAIN), "functions": [{"key": "main"}]}):
         with pytest.raises(UserError) as e:
