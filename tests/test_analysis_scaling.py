@@ -109,3 +109,14 @@ def test_leave_one_out_shortcut_equals_refitting_without_each_point():
             sq += (c0 + c1 * x[out] - y[:, out]) ** 2
         loo = np.sqrt(((loo_residual_matrix(x) @ y.T) ** 2).mean(axis=0))
         assert np.allclose(loo, np.sqrt(sq / len(SCALES)))
+
+
+def test_few_scales_only_compete_plain_powers():
+    scales = np.array([2.0, 4.0, 8.0])
+    y = np.array([[0.13, 0.0825, 0.0475], [1.0, 2.0, 3.0]])     # measured-like decay; log2(p) exactly
+    fits = fit_models(scales, y)
+    chosen = [fits.hypothesis[k] for k in fits.choice]
+    assert all(h.j == 0 and abs(h.i) <= 2 for h in chosen)
+    assert {h.j for h in fits.hypothesis} == {0}
+    many = fit_models(SCALES, np.log2(SCALES)[None, :])             # six scales: the full set, log found
+    assert (many.hypothesis[many.choice[0]].i, many.hypothesis[many.choice[0]].j) == (0, 1)

@@ -4,7 +4,8 @@ Extra-P (Calotoiu et al., "Using automated performance modeling to find scalabil
 codes", SC'13) models a metric as f(p) = c0 + c1 * p^i * log2(p)^j with (i, j) taken from a small
 hypothesis set, and chooses the hypothesis by cross-validation.  We do the same with one term:
 every hypothesis is fitted by least squares, and the one with the smallest leave-one-out prediction
-error wins (ties go to the simpler model).  Because strong scaling makes per-rank times *fall*
+error wins (ties go to the simpler model).  With fewer than five scales only plain powers p^i with
+|i| <= 2 compete (too few points to tell a log factor from noise).  Because strong scaling makes per-rank times *fall*
 with p, the exponent set also holds the negative exponents -i (Extra-P's strong-scaling mode).
 
 Everything is vectorised over vertices: `y` is [vertices x scales], one least-squares solve per
@@ -26,6 +27,7 @@ _POSITIVE = ("0", "1/4", "1/3", "1/2", "2/3", "3/4", "1", "5/4", "4/3", "3/2", "
              "9/4", "7/3", "5/2", "8/3", "11/4", "3")
 EXPONENTS_I = tuple(sorted({Fraction(s) for s in _POSITIVE} | {-Fraction(s) for s in _POSITIVE}))
 EXPONENTS_J = (0, 1, 2)
+FULL_SET_MIN_SCALES = 5      # Extra-P's advice: at least five measurement points per parameter
 
 
 @dataclass(frozen=True)
@@ -123,6 +125,9 @@ def fit_models(scales, y: np.ndarray, hyps: list[Hypothesis] | None = None) -> F
         return Fits(p, hyps, np.full(nv, -1), nan.copy(), nan.copy(), nan.copy(), nan)
     if n == 2:
         return _two_point_fit(p, y, hyps, slope)
+    if n < FULL_SET_MIN_SCALES:
+        # with 3 or 4 points a log factor or a steep exponent fits noise: only plain powers, |i| <= 2
+        hyps = [h for h in hyps if h.j == 0 and abs(h.i) <= 2]
     best_err = np.full(nv, np.inf)
     choice = np.zeros(nv, dtype=int)
     y_t = np.ascontiguousarray(y.T)       # [n x V]: each hypothesis costs one small matmul
