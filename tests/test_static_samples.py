@@ -158,6 +158,10 @@ def test_fortran_program(tmp_path):
         == ["MPI_Allreduce"]
     outer, inner = find(psg, "CALL", "countdown")
     assert psg.recursion_target[inner] == outer
+    (indirect,) = find(psg, "INDIRECT")                 # call op(s) through a procedure pointer
+    assert psg.parent[indirect] == 0 and psg.line_first[indirect] == line_of(src, "call op(s)")
+    halve = [c for c in psg.children[0] if psg.name[c] == "halve"]
+    assert halve and kinds_of_children(psg, halve[0]) == ["LOOP"]   # pointer target: default instance
     assert_mpi_lines(psg, src)
 
 

@@ -1,7 +1,13 @@
-! PSG test case (Fortran): loops, a branch, a subroutine with MPI, recursion.
+! PSG test case (Fortran): loops, a branch, a subroutine with MPI, recursion, a procedure pointer.
 program cases
   implicit none
   include 'mpif.h'
+  abstract interface
+    subroutine op_iface(x)
+      double precision, intent(inout) :: x
+    end subroutine op_iface
+  end interface
+  procedure(op_iface), pointer :: op => null()
   integer :: ierr, rank, nprocs, i, j
   double precision :: a(100), s, total
   call mpi_init(ierr)
@@ -18,10 +24,19 @@ program cases
     end if
   end do
   call countdown(3, s)
+  op => halve
+  call op(s)
   call mpi_barrier(MPI_COMM_WORLD, ierr)
   if (rank == 0) print *, 'total =', total
   call mpi_finalize(ierr)
 contains
+  subroutine halve(x)
+    double precision, intent(inout) :: x
+    integer :: k
+    do k = 1, 2
+      x = x * 0.5d0
+    end do
+  end subroutine halve
   subroutine reduce_all(x, y)
     double precision, intent(in) :: x
     double precision, intent(out) :: y
