@@ -89,11 +89,15 @@ def test_cg_like_report_names_line_rank_path_and_source(tmp_path, capsys):
     assert "scaling model of the mean T(p) =" in first and "slowest rank: T(p) =" in first and "predicted p=32:" in first
 
 
+def _no_nan(name):
+    raise AssertionError(f"JSON output holds {name}, which strict JSON readers reject")
+
+
 def test_json_output_and_top(tmp_path, capsys):
     psg, runs, comp = syn.cg_like()
     exp = write_synthetic_experiment(tmp_path / "exp", psg, runs)
     code, out, _ = _detect(capsys, exp, "--json", "--top", "1")
-    data = json.loads(out)
+    data = json.loads(out, parse_constant=_no_nan)
     assert code == 0 and data["format"] == "scalgraph-detect" and len(data["root_causes"]) == 1
     assert data["root_causes"][0]["vertex"] == comp and data["root_causes"][0]["file"] == "cg.c"
 
@@ -213,3 +217,10 @@ def test_partial_profiles_are_mentioned_in_the_report(tmp_path, capsys):
     assert code == 0 and "#1 cg.c:12" in out
     assert "note: scale-8/rep-0: 8 rank(s) wrote their profile at sigterm" in out
     assert "96 communication dependence records were dropped" in out      # 12 on each of 8 ranks
+
+
+def test_json_of_a_single_scale_is_strict_json(tmp_path, capsys):
+    psg, runs, _ = syn.imbalanced_stencil(scales=(8,))
+    exp = write_synthetic_experiment(tmp_path / "exp", psg, runs)
+    code, out, _ = _detect(capsys, exp, "--json")
+    assert code == 3 and json.loads(out, parse_constant=_no_nan)["root_causes"][0]["model"] is None
