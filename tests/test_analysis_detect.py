@@ -225,3 +225,24 @@ def test_row_keys_are_equal_exactly_for_equal_rows():
     keys = _row_keys(rows)
     same_row = (rows[:, None, :] == rows[None, :, :]).all(axis=2)
     assert np.array_equal(keys[:, None] == keys[None, :], same_row)
+
+
+def test_replicated_computation_that_does_not_shrink_is_found_with_a_constant_model():
+    """Every rank repeats the same set-up work: no rank is abnormal, the vertex simply does not scale."""
+    tree = ("FUNCTION", "main", 1, [("COMP", "comp", 3), ("LOOP", "loop", 5, [
+        ("COMP", "comp", 6), ("MPI", "MPI_Allreduce", 7)])])
+    psg = syn.psg_from_tree(tree, "rep.c")
+    setup, work, allr = (syn.vertex_at(psg, n) for n in (3, 6, 7))
+    runs = {}
+    for p in (2, 4, 8, 16, 32):
+        t = np.zeros((p, len(psg)))
+        t[:, setup] = 0.3
+        t[:, work] = 8.0 / p
+        t[:, allr] = 1e-4
+        runs[p] = syn._profile(psg, p, t, np.zeros_like(t), [(r, allr, syn.DEP_COLL, -1, -1, 0, 1, 8, 0.0)
+                                                            for r in range(p)])
+    result = analyse(psg, runs)
+    assert [c["vertex"] for c in result["root_causes"]] == [setup]
+    top = result["root_causes"][0]
+    assert top["abnormal"] == [] and top["model"] == "0.3"
+    assert np.isclose(top["scaling_loss"], 0.3 - 0.3 * 2 / 32)
