@@ -246,3 +246,13 @@ def test_replicated_computation_that_does_not_shrink_is_found_with_a_constant_mo
     top = result["root_causes"][0]
     assert top["abnormal"] == [] and top["model"] == "0.3"
     assert np.isclose(top["scaling_loss"], 0.3 - 0.3 * 2 / 32)
+
+
+def test_weak_scaling_ideal_is_constant_time():
+    psg, runs, _ = syn.balanced()
+    for p, prof in runs.items():          # the same work per rank at every scale: perfect weak scaling
+        prof.time *= p / 2
+        prof.wait *= p / 2
+    assert not analyse(psg, runs, weak=True)["problem_found"]
+    strong = analyse(psg, runs)
+    assert strong["root_causes"][0]["vertex"] == syn.vertex_at(psg, 12)      # judged as strong scaling
