@@ -23,13 +23,15 @@ if ! command -v flang-new-19 >/dev/null 2>&1 && [ -z "${SCALGRAPH_FC:-}" ]; then
 if ! command -v mpif90.mpich >/dev/null 2>&1 && [ -z "${SCALGRAPH_MPIFC:-}${MPIFC:-}" ]; then
   need+=(mpich libmpich-dev)
 fi
+# otf2-print (Debian otf2-tools) is an independent OTF2 reader the tests check our archives with.
+if ! command -v otf2-print >/dev/null 2>&1; then need+=(otf2-tools); fi
 if [ ${#need[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-    echo "scalgraph setup: installing ${need[*]} (Debian) for Fortran support ..."
+    echo "scalgraph setup: installing ${need[*]} (Debian) for Fortran support and OTF2 checks ..."
     DEBIAN_FRONTEND=noninteractive apt-get update -q >/dev/null
     DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${need[@]}" >/dev/null
   else
-    echo "scalgraph setup: ${need[*]} missing and not root: Fortran (sgfort) will be unavailable" \
+    echo "scalgraph setup: ${need[*]} missing and not root: Fortran (sgfort) or otf2-print will be unavailable" \
          "(or set SCALGRAPH_FC to a flang and MPIFC to an MPI Fortran wrapper)" >&2
   fi
 fi
