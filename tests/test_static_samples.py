@@ -131,7 +131,9 @@ def test_cpp_virtual_functions_and_templates(tmp_path):
     top = {psg.name[c] for c in psg.children[0] if psg.kind_name(c) == "FUNCTION"}
     assert {"LocalSolver::step", "GlobalSolver::step"} <= top
     calls = [psg.name[c] for c in psg.children[0] if psg.kind_name(c) == "CALL"]
-    assert calls == ["ring_sum<double>", "ring_sum<int>"]            # one instance per instantiation
+    assert calls == ["ring_sum<double>", "ring_sum<int>", "depth_barrier"]   # one instance per instantiation
+    outer, inner = find(psg, "CALL", "depth_barrier")
+    assert psg.recursion_target[inner] == outer
     for v in find(psg, "MPI", "MPI_Sendrecv"):
         assert psg.kind_name(psg.parent[v]) == "LOOP" and psg.loop_depth[v] == 1
     assert_mpi_lines(psg, src)
@@ -139,6 +141,7 @@ def test_cpp_virtual_functions_and_templates(tmp_path):
     for name, vid, _ in recs[0]:
         assert psg.name[vid] == name
     assert [psg.function[v] for n, v, _ in recs[0] if n == "MPI_Allreduce"] == ["GlobalSolver::step"] * 2
+    assert [d for n, v, d in recs[0] if n == "MPI_Barrier"] == [4]     # main + depth_barrier x3
 
 
 def test_fortran_program(tmp_path):

@@ -1,4 +1,4 @@
-// PSG test case (C++): virtual functions and templates around MPI.
+// PSG test case (C++): virtual functions, templates and recursion around MPI.
 #include <mpi.h>
 #include <cstdio>
 #include <vector>
@@ -42,6 +42,14 @@ struct GlobalSolver : Solver {
     }
 };
 
+static int depth_barrier(int n) {                  // recursion reaching MPI
+    if (n == 0) {
+        MPI_Barrier(MPI_COMM_WORLD);
+        return 0;
+    }
+    return 1 + depth_barrier(n - 1);
+}
+
 int main(int argc, char **argv) {
     MPI_Init(&argc, &argv);
     int rank, size;
@@ -54,7 +62,7 @@ int main(int argc, char **argv) {
     for (int it = 0; it < 4; ++it)
         x = solvers[it % 2]->step(x);
     double d = ring_sum<double>(x, rank, size);
-    int n = ring_sum<int>(rank, rank, size);
+    int n = ring_sum<int>(rank, rank, size) + depth_barrier(2);
     if (rank == 0)
         std::printf("d=%g n=%d\n", d, n);
     MPI_Finalize();
