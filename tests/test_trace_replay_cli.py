@@ -103,3 +103,16 @@ def test_unmatched_message_is_one_line(tmp_path, capsys):
 def test_top_must_be_positive(fig3_file, capsys):
     assert cli.main(["trace", str(fig3_file), "--top", "0"]) != 0
     assert "--top" in capsys.readouterr().err
+
+
+def test_call_paths_carry_source_line_and_psg_vertex(tmp_path, capsys):
+    tr = figure3().build()
+    for r in tr.regions:
+        if r.name == "g":
+            r.file, r.line, r.vertex = "solver.c", 42, 7
+    path = tmp_path / "fig3v.json"
+    write_trace(tr, path, "json")
+    assert cli.main(["trace", str(path), "--json"]) == 0
+    rep = json.loads(capsys.readouterr().out)
+    g = next(c for c in rep["delay"]["root_causes"] if c["callpath"] == "main/g")
+    assert g["where"] == "solver.c:42 [vertex 7]" and g["vertex"] == 7
