@@ -94,7 +94,7 @@ def build_context(trace: tm.Trace, allow_unmatched: bool = False) -> ReplayConte
                         f"partner (first: a {side} on rank {r} at t={flat.ev['time'][g]:.9g}, tag "
                         f"{int(flat.ev['tag'][g])}); the trace is incomplete or a rank's file is missing")
     colls = matching.match_collectives(flat, nest, trace.comms)
-    t = flat.ev["time"].astype(np.float64)
+    t = flat.ev["time"].astype(np.float64, copy=False)
     last_time = np.repeat(t[np.maximum(flat.offsets[1:] - 1, 0)], np.diff(flat.offsets))
     exit_time = np.where(nest.partner >= 0, t[np.maximum(nest.partner, 0)], last_time)
     names = [r.name for r in trace.regions]
