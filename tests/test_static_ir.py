@@ -181,3 +181,23 @@ def test_deep_else_if_chain():
     assert all(psg.children[b] for b in branches)
     assert sum(psg.kind_name(v) == "MPI" for v in range(len(psg))) == n + 1
     assert text.count("@sg_cur") >= n
+
+
+def test_musttail_call_leaves_before_the_call():
+    llvm = pytest.importorskip("llvmlite.binding")
+    ir = """define i32 @g(i32 %x) {
+  %c = call i32 @MPI_Barrier(i32 %x)
+  ret i32 %c
+}
+define i32 @f(i32 %x) {
+  %r = musttail call i32 @g(i32 %x)
+  ret i32 %r
+}
+declare i32 @MPI_Barrier(i32)
+"""
+    _, text = instrument_text(ir, "tail.c")
+    f_body = text[text.index("define i32 @f"):]
+    f_body = f_body[:f_body.index("}")]
+    assert f_body.count("sg_fn_exit") == 1
+    assert f_body.index("sg_fn_exit") < f_body.index("musttail call")
+    llvm.parse_assembly(text).verify()

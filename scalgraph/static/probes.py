@@ -133,9 +133,13 @@ def _probe_function(plan: FunctionPlan, before: dict[int, list[str]]) -> None:
                 before.setdefault(block.instrs[idx].line_no, []).append(
                     f"  store i32 {want}, ptr @sg_cur, align 4")
                 cur = want
+        after_musttail = False
         for ins in block.instrs:
-            if ins.opcode in ("ret", "resume") or (ins.is_call and "musttail call" in ins.text):
+            musttail = ins.is_call and "musttail call" in ins.text
+            # leave before the call a musttail `ret` must follow directly
+            if musttail or (ins.opcode in ("ret", "resume") and not after_musttail):
                 before.setdefault(ins.line_no, []).append("  call void @sg_fn_exit()")
+            after_musttail = musttail or (after_musttail and ins.opcode == "bitcast")
 
 
 def _enforced(ins, ref, plan: FunctionPlan) -> bool:
