@@ -117,7 +117,3 @@ def backtrack_all(ppg: PPG, non_scalable: list[tuple[int, int]], abnormal: list[
             scanned.update((s.vertex, s.rank) for s in steps)
     return paths
 
-
-def path_costs(steps: list[Step], cost: np.ndarray | callable) -> np.ndarray:
-    """Cost (seconds) of each step, from a function cost(vertex, rank)."""
-    return np.array([cost(s.vertex, s.rank) for s in steps], dtype=float)
