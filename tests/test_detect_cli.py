@@ -86,6 +86,7 @@ def test_cg_like_report_names_line_rank_path_and_source(tmp_path, capsys):
     assert "rank 1 (x" in first and "abnormal own time" in first
     assert "MPI_Allreduce@0 (cg.c:20) -[collective]-> MPI_Allreduce@1 (cg.c:20)" in first
     assert "> 12 | statement_12();" in first and "  10 | statement_10();" in first
+    assert "cg.c:20  [MPI MPI_Allreduce]  loss " in out.split("non-scalable vertices")[1]
     assert "scaling model of the mean T(p) =" in first and "slowest rank: T(p) =" in first and "predicted p=32:" in first
 
 

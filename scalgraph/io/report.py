@@ -118,6 +118,18 @@ def write_text(result: dict, out, experiment: str = "", source_roots: list[pathl
         w(f"     {_path_text(c['path'])}\n")
         for line in source_excerpt(c["file"], c["line"], c["line_last"], roots):
             w(f"     {line}\n")
+    _write_symptoms(result, w)
+
+
+def _write_symptoms(result: dict, w, limit: int = 5) -> None:
+    """Where the time is lost (often waiting that the causes above explain)."""
+    big = result["scales"][-1]
+    if not result["non_scalable"]:
+        return
+    w(f"\nnon-scalable vertices (scaling loss at p={big}, the symptoms the causes above were traced from):\n")
+    for n in result["non_scalable"][:limit]:
+        w(f"   {n['location']}  [{n['kind']} {n['name']}]  loss {_fmt_s(n['scaling_loss'])} "
+          f"({n['loss_share'] * 100:.0f}%), imbalance {n['imbalance'] * 100:.0f}%, T(p) = {n['model']}\n")
 
 
 def write_json(result: dict, out, experiment: str = "") -> None:
