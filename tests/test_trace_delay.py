@@ -62,6 +62,8 @@ def test_barrier_delay_goes_to_the_last_rank_in_proportion():
     fwd, res = analyse(b)
     assert costs(fwd, res, "short") == {(2, "main/g"): 4.0}        # Δ = {g: 2}, each wait 2 → 4
     assert costs(fwd, res, "long") == {}
+    by = res.short_by_pattern.sum(axis=(1, 2))
+    assert by[patterns.PATTERN_INDEX["wait_barrier"]] == pytest.approx(4.0) and by.sum() == pytest.approx(4.0)
 
 
 def test_interval_starts_after_previous_sync_with_the_same_peer():

@@ -23,6 +23,7 @@ def test_json_report_has_figure3_costs(fig3_file, capsys):
     rep = json.loads(capsys.readouterr().out)
     causes = {c["callpath"]: (round(c["short_term"], 9), round(c["long_term"], 9)) for c in rep["delay"]["root_causes"]}
     assert causes == {"main/g": (2.25, 1.125), "main/f": (0.75, 0.375), "main/MPI_Recv": (0.5, 0.0)}
+    assert all(list(c["by_pattern"]) == ["Late Sender"] for c in rep["delay"]["root_causes"])
     tree = {p["key"]: p for p in rep["patterns"]}
     assert tree["late_sender"]["seconds"] == pytest.approx(5.0)
     assert tree["late_sender"]["percent"] == pytest.approx(100 * 5.0 / 21.0)

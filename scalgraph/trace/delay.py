@@ -42,6 +42,8 @@ class DelayResult:
     waits: np.ndarray           # the wait states analysed (WAIT_DTYPE), in the order of the arrays below
     short_term: np.ndarray      # [call path, rank] short-term delay costs
     long_term: np.ndarray       # [call path, rank] long-term delay costs
+    short_by_pattern: np.ndarray  # [pattern, call path, rank]: by the pattern of the wait explained
+    long_by_pattern: np.ndarray
     gamma: np.ndarray           # per wait: long-term cost factor Γ (indirect waiting it caused)
     direct: np.ndarray          # per wait: the part caused directly by excess processing
     indirect: np.ndarray        # per wait: the part propagated from the causer's own waits
@@ -291,8 +293,14 @@ def delay_analysis(fwd: ForwardResult) -> DelayResult:
     s = waitops.delay_scale(sum_delta, w_d)
 
     gamma = _solve_gamma(ww, wi, s[wi] * wa, omega, t[waits["op"]] + omega)
-    short = waitops.segment_sum(cps * p + d_rank[ids], omega[ids] * s[ids] * delta, ncp * p).reshape(ncp, p)
-    long_ = waitops.segment_sum(cps * p + d_rank[ids], gamma[ids] * s[ids] * delta, ncp * p).reshape(ncp, p)
+    # costs by the pattern of the wait they explain (Scalasca's "Delay costs > Late Sender", ...)
+    npat = int(waits["pattern"].max()) + 1 if n else 0
+    key = (waits["pattern"][ids].astype(np.int64) * ncp + cps) * p + d_rank[ids]
+    size = npat * ncp * p
+    short = waitops.segment_sum(key, omega[ids] * s[ids] * delta, size).reshape(npat, ncp, p)
+    long_ = waitops.segment_sum(key, gamma[ids] * s[ids] * delta, size).reshape(npat, ncp, p)
     unexplained = float(((omega + gamma) * (s == 0)).sum())
-    return DelayResult(waits=waits, short_term=short, long_term=long_, gamma=gamma,
+    return DelayResult(waits=waits, short_term=short.sum(axis=0) if npat else np.zeros((ncp, p)),
+                       long_term=long_.sum(axis=0) if npat else np.zeros((ncp, p)),
+                       short_by_pattern=short, long_by_pattern=long_, gamma=gamma,
                        direct=omega * s * sum_delta, indirect=omega * s * w_d, unexplained=unexplained)

@@ -77,10 +77,12 @@ def build_report(fwd: ForwardResult, dl: DelayResult, cp: CriticalPath, top: int
     per_cp = cost.sum(axis=1)
     total_wait = float(dl.waits["wait"].sum())
     causes = []
-    for c in [int(c) for c in np.argsort(-per_cp)[:top] if per_cp[c] > 0]:
+    for c in [int(c) for c in np.argsort(-per_cp)[:top] if per_cp[c] > 1e-6 * total_wait]:
         e = cp_entry(c, cost[c])
+        by_pat = (dl.short_by_pattern[:, c] + dl.long_by_pattern[:, c]).sum(axis=1)
         e.update(short_term=float(dl.short_term[c].sum()), long_term=float(dl.long_term[c].sum()),
-                 percent_of_waiting=100.0 * float(per_cp[c]) / total_wait if total_wait > 0 else 0.0)
+                 percent_of_waiting=100.0 * float(per_cp[c]) / total_wait if total_wait > 0 else 0.0,
+                 by_pattern={patterns.PATTERNS[i].name: float(v) for i, v in enumerate(by_pat) if v > 0})
         causes.append(e)
     prop = dl.propagating
     classification = {
@@ -161,6 +163,10 @@ def write_text(report: dict, out, top: int = 10) -> None:
     for c in d["root_causes"][:top]:
         w(f"  {c['seconds']:10.6f} s ({c['percent_of_waiting']:5.1f} % of waiting)  short {c['short_term']:.6f}  "
           f"long {c['long_term']:.6f}  {c['callpath']}  {c['where']}  (mostly rank {c['ranks']['max_rank']})\n")
+        shares = ", ".join(f"{k} {100 * v / c['seconds']:.0f} %" for k, v in
+                           sorted(c["by_pattern"].items(), key=lambda kv: -kv[1]) if v >= 0.005 * c["seconds"])
+        if shares:
+            w(f"{'':14}explains: {shares}\n")
     if not d["root_causes"]:
         w("  no wait state with a causer\n")
     w(f"  waiting: direct {cl['direct']:.6f} s, indirect {cl['indirect']:.6f} s; propagating "
