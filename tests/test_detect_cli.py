@@ -225,3 +225,15 @@ def test_json_of_a_single_scale_is_strict_json(tmp_path, capsys):
     exp = write_synthetic_experiment(tmp_path / "exp", psg, runs)
     code, out, _ = _detect(capsys, exp, "--json")
     assert code == 3 and json.loads(out, parse_constant=_no_nan)["root_causes"][0]["model"] is None
+
+
+def test_no_problem_with_noisy_waiting_says_so_and_lists_the_symptoms(tmp_path, capsys):
+    psg, runs, _ = syn.balanced()
+    allr = syn.vertex_at(psg, 20)
+    for p, prof in runs.items():            # every rank sits a little longer in the Allreduce at scale
+        prof.time[:, allr] = prof.wait[:, allr] = 0.005 + 0.035 * p / 16
+    exp = write_synthetic_experiment(tmp_path / "exp", psg, runs)
+    code, out, _ = _detect(capsys, exp)
+    assert code == 0 and "No scaling problem found" in out and "#1" not in out
+    assert "1 vertices lose time at p=16, but to waiting or in collective calls" in out
+    assert "balanced.c:20  [MPI MPI_Allreduce]  loss" in out

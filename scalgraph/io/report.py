@@ -92,8 +92,13 @@ def write_text(result: dict, out, experiment: str = "", source_roots: list[pathl
     for note in result["notes"]:
         w(f"note: {note}\n")
     if not result["problem_found"]:
-        w(f"\nNo scaling problem found: no vertex loses {t['min_share'] * 100:g}% of "
-          f"the run time or more at p={big}, and no rank exceeds {t['abnorm_thd']} x the median by that much.\n")
+        w(f"\nNo scaling problem found: no code costs {t['min_share'] * 100:g}% of the run time or more at "
+          f"p={big}, neither by its own scaling loss nor by a rank exceeding {t['abnorm_thd']} x the median.\n")
+        if result["non_scalable"]:
+            w(f"({len(result['non_scalable'])} vertices lose time at p={big}, but to waiting or in collective "
+              "calls below the noise guard, with no code behind it that stands out: load noise or more ranks "
+              "than cores?)\n")
+            _write_symptoms(result, w)
         return
     for n, c in enumerate(result["root_causes"], 1):
         w(f"\n#{n} {c['location']}  in {c['function']}  [{c['kind']} {c['name']}]  rank {c['rank']}\n")
@@ -126,7 +131,8 @@ def _write_symptoms(result: dict, w, limit: int = 5) -> None:
     big = result["scales"][-1]
     if not result["non_scalable"]:
         return
-    w(f"\nnon-scalable vertices (scaling loss at p={big}, the symptoms the causes above were traced from):\n")
+    traced = ", the symptoms the causes above were traced from" if result["problem_found"] else ""
+    w(f"\nnon-scalable vertices (scaling loss at p={big}{traced}):\n")
     for n in result["non_scalable"][:limit]:
         w(f"   {n['location']}  [{n['kind']} {n['name']}]  loss {_fmt_s(n['scaling_loss'])} "
           f"({n['loss_share'] * 100:.0f}%), imbalance {n['imbalance'] * 100:.0f}%, T(p) = {n['model']}\n")
