@@ -117,7 +117,7 @@ static int cur = -1, sp, stack_c[100000];
 static uint32_t stack_k[100000];
 void sg_register_psg(const struct sg_psg_tables *t) {
     T = t;
-    for (uint32_t i = 0; i < t->nfunctions; i++) *t->fid_slots[i] = i;
+    for (uint32_t i = 0; i < t->nfunctions; i++) if (t->fid_slots[i]) *t->fid_slots[i] = i;
 }
 void sg_fn_enter(uint32_t fid) {
     int c = cur, cand = -1; uint32_t k = sg_cur;

@@ -191,3 +191,23 @@ def test_parts_read_from_a_static_archive(tmp_path):
     assert [f["name"] for p in parts for f in p["functions"]] == ["main", "helper", "exchange"]
     psg, _ = link_psg(parts)
     assert find(psg, "CALL", "exchange") and find(psg, "MPI", "MPI_Allreduce")
+
+
+def test_unused_archive_member_is_not_pulled_in(tmp_path):
+    """The tables reference fid slots weakly: a PSG part read from an archive member the program
+    does not use neither drags that member into the link nor breaks the run."""
+    need_clang()
+    from scalgraph.static import link_psg, read_parts_from_files
+    ar = shutil.which("ar")
+    nm = shutil.which("nm")
+    require_tool(ar is not None and nm is not None, "ar and nm (binutils)")
+    _, _, objs = build_psg([SAMPLES / "fig3" / "fig3.c", CASES / "multi_lib.c"], tmp_path)
+    lib = tmp_path / "libunused.a"
+    subprocess.run([ar, "rcs", str(lib), objs[1]], check=True)
+    psg, tables = link_psg(read_parts_from_files([objs[0], str(lib)]))
+    assert "exchange" in psg.functions                  # known to the PSG (a default instance) ...
+    recs = run_with_probe_shim(psg, tables, [objs[0], str(lib)], tmp_path)
+    symbols = subprocess.run([nm, str(tmp_path / "app")], capture_output=True, text=True, check=True).stdout
+    assert " exchange" not in symbols                   # ... but not linked in
+    assert [n for n, v, _ in recs[0]] == ["MPI_Send", "MPI_Bcast"]
+    assert all(psg.name[v] == n for n, v, _ in recs[0] + recs[1])
