@@ -235,5 +235,5 @@ def test_no_problem_with_noisy_waiting_says_so_and_lists_the_symptoms(tmp_path, 
     exp = write_synthetic_experiment(tmp_path / "exp", psg, runs)
     code, out, _ = _detect(capsys, exp)
     assert code == 0 and "No scaling problem found" in out and "#1" not in out
-    assert "1 vertices lose time at p=16, but to waiting or in collective calls" in out
+    assert "1 vertex loses time at p=16, but to waiting or in collective calls" in out
     assert "balanced.c:20  [MPI MPI_Allreduce]  loss" in out

@@ -95,7 +95,8 @@ def write_text(result: dict, out, experiment: str = "", source_roots: list[pathl
         w(f"\nNo scaling problem found: no code costs {t['min_share'] * 100:g}% of the run time or more at "
           f"p={big}, neither by its own scaling loss nor by a rank exceeding {t['abnorm_thd']} x the median.\n")
         if result["non_scalable"]:
-            w(f"({len(result['non_scalable'])} vertices lose time at p={big}, but to waiting or in collective "
+            k = len(result["non_scalable"])
+            w(f"({k} {'vertex loses' if k == 1 else 'vertices lose'} time at p={big}, but to waiting or in collective "
               "calls below the noise guard, with no code behind it that stands out: load noise or more ranks "
               "than cores?)\n")
             _write_symptoms(result, w)
