@@ -176,6 +176,7 @@ def run_all(exp: pathlib.Path, desc: dict, command, launcher, args, scales: list
     """Run what is asked for (-n, --repeat) and not done yet; runs of other scales stay as they are."""
     wanted = [r for r in desc["runs"] if int(r["scale"]) in scales and int(r["rep"]) < args.repeat]
     todo = [r for r in wanted if r["status"] != ew.OK]
+    note_oversubscription(todo, launcher)
     total = len(wanted)
     done = total - len(todo)
     for entry in todo:
@@ -194,6 +195,18 @@ def run_all(exp: pathlib.Path, desc: dict, command, launcher, args, scales: list
         return 1
     print(f"scalgraph run: {total} runs ok in {exp}; next: scalgraph detect {exp}", file=sys.stderr)
     return 0
+
+
+def note_oversubscription(todo: list[dict], launcher) -> None:
+    cores = os.cpu_count() or 1
+    over = sorted({int(r["scale"]) for r in todo if int(r["scale"]) > cores})
+    if not over:
+        return
+    from scalgraph.runtime.launch import oversubscription_env
+    asked = ", ".join(f"{k}={v}" for k, v in oversubscription_env(launcher.flavour).items()) or "nothing"
+    print(f"scalgraph run: note: p={','.join(map(str, over))} run more ranks than the {cores} cores; waiting ranks "
+          f"are asked to yield ({asked}, unless set already); wall times will not shrink with p, per-rank CPU times still do",
+          file=sys.stderr)
 
 
 def progress(done: int, total: int, entry: dict, state: str) -> None:
