@@ -383,3 +383,13 @@ def test_cmake_ninja_project_with_a_static_library(tmp_path, mode):
     if mode == "instrumented":
         import json
         assert "helper" in json.loads((build / "app.psg.json").read_text())["functions"]
+
+
+@pytest.mark.parametrize("level", ["-O0", "-O3"])
+def test_fig3_at_other_optimisation_levels(tmp_path, mode, samples_dir, level):
+    src = samples_dir / "fig3" / "fig3.c"
+    require_tool(src.is_file() and shutil.which("cc") is not None, "fig3 sample or system cc missing")
+    subprocess.run([MPICC, level, str(src), "-o", "plain"], cwd=tmp_path, check=True)
+    sg("sgcc", [level, str(src), "-o", "wrapped"], tmp_path, mode)
+    expected = mpirun(tmp_path / "plain", 4, cwd=tmp_path)
+    assert expected.strip() and mpirun(tmp_path / "wrapped", 4, cwd=tmp_path) == expected
