@@ -393,3 +393,16 @@ def test_fig3_at_other_optimisation_levels(tmp_path, mode, samples_dir, level):
     sg("sgcc", [level, str(src), "-o", "wrapped"], tmp_path, mode)
     expected = mpirun(tmp_path / "plain", 4, cwd=tmp_path)
     assert expected.strip() and mpirun(tmp_path / "wrapped", 4, cwd=tmp_path) == expected
+
+
+@pytest.mark.parametrize("script", ["sgcc", "sgcxx", "sgfort"])
+def test_console_scripts_are_installed(script):
+    exe = BIN / script
+    require_tool(exe.is_file(), f"{script} not installed in this environment (pip install -e .)")
+    if script == "sgfort":
+        require_tool(shutil.which("flang-new-19") is not None and shutil.which("mpif90") is not None,
+                     "no flang-new-19 / MPI Fortran wrapper")
+    else:
+        require_tool(HAVE_ZIG, "no ziglang")
+    r = subprocess.run([str(exe), "--version"], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and "version" in r.stdout.lower(), r.stderr
