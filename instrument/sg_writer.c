@@ -156,11 +156,11 @@ int sg_write_profile(const char *dir, uint32_t flags) {
 
     int rc = -1;
     if (make_dirs(dir) != 0)
-        goto done;
+        goto failed;
     struct out *o = &out_;
     o->fd = open(tmp_name, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (o->fd < 0)
-        goto done;
+        goto failed;
     o->failed = 0;
     o->used = 0;
     if (crc_table_[1] == 0)
@@ -193,10 +193,22 @@ int sg_write_profile(const char *dir, uint32_t flags) {
         o->failed = 1;
     if (o->failed || rename(tmp_name, final_name) != 0) {
         unlink(tmp_name);
-        goto done;
+        goto failed;
     }
     sg_run.written = 1;
     rc = 0;
+    goto done;
+failed: {
+    /* one line per process, with write(2) only: this may run in the SIGTERM handler */
+    static int complained;
+    if (complained++)
+        goto done;
+    char msg[4400];
+    char *m = append(msg, msg + sizeof msg - 1, "scalgraph: cannot write the profile ");
+    m = append(m, msg + sizeof msg - 1, final_name);
+    m = append(m, msg + sizeof msg - 1, "; set SCALGRAPH_OUT to a writable directory\n");
+    (void)!write(2, msg, (size_t)(m - msg));
+}
 done:
     __atomic_clear(&busy, __ATOMIC_RELEASE);
     return rc;

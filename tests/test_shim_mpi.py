@@ -316,3 +316,12 @@ def test_ten_million_mpi_calls_need_no_more_memory_and_no_bigger_file(programs, 
     rows = prof.deps[prof.deps["vertex"] == 3]
     assert sorted(rows[["kind", "peer", "tag", "count", "bytes"]].tolist()) == [
         (DEP_SEND, 0, 5, 2_500_000, 4 * 2_500_000), (DEP_RECV, 0, 5, 2_500_000, 4 * 2_500_000)]
+
+
+def test_an_unwritable_output_directory_is_reported_not_fatal(programs, tmp_path):
+    blocker = tmp_path / "blocker"
+    blocker.write_text("")                      # a file where the directory should be
+    res = run(programs / "with_shim", 2, [2, 1, 1, 1000, 1000], blocker / "prof")
+    assert res.returncode == 0 and len(res.stdout.splitlines()) == 2
+    assert res.stderr.count("scalgraph: cannot write the profile ") == 2
+    assert "set SCALGRAPH_OUT to a writable directory" in res.stderr

@@ -1,0 +1,77 @@
+"""Building the shim for the active MPI: cached by mpicc configuration and sources, clear errors."""
+from __future__ import annotations
+
+import os
+import shutil
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import require_tool
+from scalgraph.errors import UserError
+from scalgraph.runtime import shim
+
+BIN = Path(sys.executable).parent
+MPICC = str(BIN / "mpicc") if (BIN / "mpicc").is_file() else shutil.which("mpicc")
+
+
+def test_built_once_then_taken_from_the_cache(tmp_path, monkeypatch):
+    require_tool(MPICC is not None, "no mpicc")
+    monkeypatch.setenv("SCALGRAPH_CACHE", str(tmp_path / "cache"))
+    lib = shim.shim_library(MPICC)
+    assert lib.is_file() and lib.parent.parent == tmp_path / "cache"
+    before = lib.stat().st_mtime_ns
+    assert shim.shim_library(MPICC) == lib and lib.stat().st_mtime_ns == before
+    symbols = subprocess.run(["nm", "-D", "--defined-only", str(lib)], capture_output=True, text=True).stdout
+    for name in ("MPI_Send", "MPI_Waitall", "MPI_Ialltoallw", "MPI_Win_flush", "mpi_send_", "sg_fn_enter",
+                 "sg_cur", "sg_register_psg"):
+        assert f" {name}\n" in symbols, name
+    assert " sg_run\n" not in symbols                   # internals stay hidden
+    assert not list(lib.parent.glob(".build-*"))
+
+
+def test_another_mpicc_configuration_gets_its_own_build(tmp_path, monkeypatch):
+    require_tool(MPICC is not None, "no mpicc")
+    monkeypatch.setenv("SCALGRAPH_CACHE", str(tmp_path / "cache"))
+    wrapper = tmp_path / "mympicc"                      # same compiler, different `-show`
+    wrapper.write_text(f'#!/bin/sh\nif [ "$1" = -show ]; then echo other-config; exit 0; fi\nexec {MPICC} "$@"\n')
+    wrapper.chmod(wrapper.stat().st_mode | stat.S_IEXEC)
+    assert shim.shim_library(MPICC) != shim.shim_library(str(wrapper))
+
+
+def test_missing_or_broken_compilers_are_user_errors(tmp_path, monkeypatch):
+    monkeypatch.setenv("SCALGRAPH_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    monkeypatch.setattr(shim.sys, "executable", str(tmp_path / "nowhere" / "python"))
+    with pytest.raises(UserError, match="no MPI C compiler wrapper"):
+        shim.shim_library()
+    broken = tmp_path / "badcc"
+    broken.write_text("#!/bin/sh\necho 'cc: fatal error: no mpi.h' >&2\nexit 1\n")
+    broken.chmod(broken.stat().st_mode | stat.S_IEXEC)
+    with pytest.raises(UserError, match="building the scalgraph shim with .*badcc failed: cc: fatal error"):
+        shim.shim_library(str(broken))
+    assert not list((tmp_path / "cache").rglob("*.so"))
+
+
+def test_unwritable_cache_is_a_user_error(tmp_path, monkeypatch):
+    require_tool(MPICC is not None, "no mpicc")
+    if os.geteuid() == 0:
+        target = tmp_path / "file-not-dir"              # root writes anywhere: use a file as the parent
+        target.write_text("")
+        monkeypatch.setenv("SCALGRAPH_CACHE", str(target / "cache"))
+    else:
+        ro = tmp_path / "ro"
+        ro.mkdir(mode=0o500)
+        monkeypatch.setenv("SCALGRAPH_CACHE", str(ro / "cache"))
+    with pytest.raises(UserError, match="cannot create the shim cache"):
+        shim.shim_library(MPICC)
+
+
+def test_cdef_region_is_what_cffi_parses():
+    cffi = pytest.importorskip("cffi")
+    ffi = cffi.FFI()
+    ffi.cdef(shim.header_cdef())
+    assert ffi.sizeof("struct sg_dep_record") == 48
