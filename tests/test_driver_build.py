@@ -406,3 +406,17 @@ def test_console_scripts_are_installed(script):
         require_tool(HAVE_ZIG, "no ziglang")
     r = subprocess.run([str(exe), "--version"], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0 and "version" in r.stdout.lower(), r.stderr
+
+
+def test_instrumented_objects_linked_with_instrumentation_off(tmp_path, mode):
+    """Objects compiled with probes still link (tables and shim) when SCALGRAPH_NO_INSTRUMENT=1 is set
+    only for the link step; plain objects linked in instrumented mode just get a warning."""
+    write_project(tmp_path)
+    other = "plain" if mode == "instrumented" else "instrumented"
+    require_tool(instrumentation_available(), "static pass or runtime shim not installed")
+    sg("sgcc", ["-c", "-Iinc", "-DFACTOR=1", "-DGREETING=\"mixed\"", "main.c", "helper.c"], tmp_path, mode)
+    r = sg("sgcc", ["main.o", "helper.o", "-o", "app"], tmp_path, other)
+    assert mpirun(tmp_path / "app", 2, cwd=tmp_path) == f"mixed size=2 total={expected_total(2, 1)}\n"
+    assert (tmp_path / "app.psg.json").is_file() == (mode == "instrumented")
+    if other == "instrumented":
+        assert "no object carries a scalgraph PSG part" in r.stderr

@@ -234,14 +234,15 @@ def link(tc: Toolchain, inv: Invocation, objects: list[str], tmp: str, instrumen
     items = [objects[x] if isinstance(x, int) else x for x in inv.link_items]
     extra: list[str] = []
     psg = None
-    if instrument:
+    given = [p for p in inv.link_inputs if os.path.isfile(p)] + static_archives(inv)
+    if instrument or given:
         from scalgraph.static import link_psg, read_parts_from_files
-        inputs = objects + [p for p in inv.link_inputs if os.path.isfile(p)] + static_archives(inv)
-        parts = read_parts_from_files(inputs)
+        # objects instrumented earlier need the tables and the shim even in a plain link
+        parts = read_parts_from_files((objects if instrument else []) + given)
         if parts:
             psg, tables_source = link_psg(parts, max_loop_depth=max_depth)
             extra = [compile_tables(tables_source, tmp), *shim_link_flags(tc)]
-        else:
+        elif instrument:
             print(f"{PROGRAM_NAMES[tc.lang]}: warning: no object carries a scalgraph PSG part (none was "
                   f"built with sgcc/sgcxx/sgfort): {exe} is linked without instrumentation", file=sys.stderr)
     target_dir = os.path.dirname(os.path.abspath(exe))
