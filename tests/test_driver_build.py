@@ -420,3 +420,27 @@ def test_instrumented_objects_linked_with_instrumentation_off(tmp_path, mode):
     assert (tmp_path / "app.psg.json").is_file() == (mode == "instrumented")
     if other == "instrumented":
         assert "no object carries a scalgraph PSG part" in r.stderr
+
+
+def test_a_static_pass_failure_falls_back_to_a_plain_object(tmp_path, monkeypatch, capsys):
+    """A bug in the static pass on one file must not break the user's build (the failure is injected)."""
+    require_tool(MPICC is not None and MPIEXEC is not None and HAVE_ZIG, "no MPI/zig in the venv")
+    require_tool(instrumentation_available(), "static pass or runtime shim not installed")
+    import scalgraph.static
+    from scalgraph.static.driver import main
+
+    def broken(*args, **kwargs):
+        raise IndexError("injected")
+    write_project(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("SCALGRAPH_NO_INSTRUMENT", raising=False)
+    monkeypatch.delenv("SCALGRAPH_DEBUG", raising=False)
+    assert main("c", ["-c", "-Iinc", "-DFACTOR=2", "-DGREETING=\"fallback\"", "main.c"]) == 0
+    monkeypatch.setattr(scalgraph.static, "instrument_bitcode", broken)
+    assert main("c", ["-c", "-Iinc", "helper.c"]) == 0
+    err = capsys.readouterr().err
+    assert "helper.c: the static pass failed (IndexError: injected); compiled without probes" in err
+    monkeypatch.undo()
+    monkeypatch.chdir(tmp_path)
+    sg("sgcc", ["main.o", "helper.o", "-o", "app"], tmp_path, "instrumented")
+    assert mpirun(tmp_path / "app", 2, cwd=tmp_path) == f"fallback size=2 total={expected_total(2, 2)}\n"

@@ -154,8 +154,18 @@ def compile_source(tc: Toolchain, inv: Invocation, src: Source, out: str, tmp: s
     if rc:
         return rc
     from scalgraph.static import instrument_bitcode
-    obj, _part = instrument_bitcode(Path(bitcode).read_bytes(), src.path, opt_level=inv.opt_level,
-                                    max_loop_depth=max_depth)
+    try:
+        obj, _part = instrument_bitcode(Path(bitcode).read_bytes(), src.path, opt_level=inv.opt_level,
+                                        max_loop_depth=max_depth)
+    except UserError:
+        raise
+    except Exception as e:  # our bug must not break the user's build: this file goes without probes
+        if os.environ.get("SCALGRAPH_DEBUG") == "1":
+            raise
+        print(f"{PROGRAM_NAMES[tc.lang]}: warning: {src.path}: the static pass failed ({type(e).__name__}: "
+              f"{e}); compiled without probes, its code is charged to its callers (please report it)",
+              file=sys.stderr)
+        return run([*comp.command, *comp.flags, "-c", *user, *lang_flags, src.path, "-o", out])
     write_atomically(out, obj)
     return 0
 
