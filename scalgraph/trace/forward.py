@@ -122,7 +122,8 @@ def forward_replay(ctx: ReplayContext) -> ForwardResult:
     for pat in patterns.PATTERNS:
         if pat.evaluate is not None:
             found[pat.key] = pat.evaluate(ctx, found)
-    waits = np.concatenate([found[p.key] for p in patterns.PATTERNS if p.evaluate is not None])
+    waits = np.concatenate([found[p.key] for p in patterns.PATTERNS
+                            if p.evaluate is not None and p.unit == "sec"])     # counts are no wait states
 
     c, p = ctx.ncallpaths, ctx.nranks
     excl = exclusive_time(ctx)
@@ -137,7 +138,7 @@ def forward_replay(ctx: ReplayContext) -> ForwardResult:
         else:
             regions = ctx.nest.cp_region
             cls = np.array([ctx.region_class[r] if r >= 0 else "user" for r in regions.tolist()], dtype=object)
-            wanted = {"mpi": {"mpi", "p2p", "collective", "barrier"}}.get(pat.region_class, {pat.region_class})
+            wanted = patterns.CLASS_MEMBERS.get(pat.region_class, {pat.region_class})
             mask = np.array([x in wanted for x in cls], bool) if c else np.zeros(0, bool)
             cube[i] = np.where(mask[:, None], excl, 0.0)
     m = ctx.msgs

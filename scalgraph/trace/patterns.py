@@ -272,6 +272,8 @@ def _root_columns(ctx, ci, end) -> np.ndarray:
     return np.where((root >= 0) & (root < ctx.nranks), col_of[np.clip(root, 0, ctx.nranks)], -1)
 
 
+from scalgraph.trace import rma  # noqa: E402  (its evaluators use _fill above)
+
 PATTERNS: tuple[Pattern, ...] = (
     Pattern("time", "Time", None, "Total time of all call paths on all ranks", region_class="all"),
     Pattern("mpi", "MPI", "time", "Time spent in MPI calls", region_class="mpi"),
@@ -311,7 +313,65 @@ PATTERNS: tuple[Pattern, ...] = (
     Pattern("barrier_completion", "Barrier Completion", "synchronization",
             "Time in a barrier after the first rank finished it",
             _completion("barrier", "barrier_completion", senders_only=False)),
+    # one-sided communication (seed 002; docs/rma-patterns.md)
+    Pattern("rma", "One-sided", "mpi", "Time in MPI one-sided (RMA) calls", region_class="rma"),
+    Pattern("rma_sync", "RMA Synchronization", "rma", "Time in RMA synchronisation calls",
+            region_class="rma_sync"),
+    Pattern("rma_active", "Active Target", "rma_sync",
+            "Time in fences and in post/start/complete/wait", region_class="rma_active"),
+    Pattern("rma_late_post", "Late Post", "rma_active",
+            "An access epoch waited for a target to post its exposure epoch", rma.late_post, sync=True),
+    Pattern("rma_late_post_start", "at MPI_Win_start", "rma_late_post",
+            "Late Post where MPI_Win_start blocked", rma.late_post_start),
+    Pattern("rma_late_post_complete", "at MPI_Win_complete", "rma_late_post",
+            "Late Post where MPI_Win_complete blocked", rma.late_post_complete),
+    Pattern("rma_early_wait", "Early Wait", "rma_active",
+            "MPI_Win_wait waited for the origins to complete their access epochs", rma.early_wait, sync=True),
+    Pattern("rma_late_complete", "Late Complete", "rma_early_wait",
+            "Early Wait after the origins' last RMA operation (MPI_Win_complete called late)",
+            rma.late_complete),
+    Pattern("rma_wait_at_fence", "Wait at Fence", "rma_active",
+            "A rank waited in a synchronising MPI_Win_fence for the last rank to enter",
+            rma.wait_at_fence, sync=True),
+    Pattern("rma_early_fence", "Early Fence", "rma_wait_at_fence",
+            "Wait at Fence while RMA operations targeting this rank were still running", rma.early_fence),
+    Pattern("rma_passive", "Passive Target", "rma_sync", "Time in MPI_Win_lock/unlock and friends",
+            region_class="rma_passive"),
+    Pattern("rma_lock_contention", "Lock Contention", "rma_passive",
+            "A lock or unlock waited for another origin to release a conflicting lock",
+            rma.lock_contention, sync=True),
+    Pattern("rma_wait_for_progress", "Wait for Progress", "rma_passive",
+            "A lock epoch call waited while the target was computing outside MPI", rma.wait_for_progress),
+    Pattern("rma_window", "Window Management", "rma", "Time in window creation and free",
+            region_class="rma_window"),
+    Pattern("rma_wait_at_create", "Wait at Create", "rma_window",
+            "A rank waited in window creation for the last rank to enter", rma.wait_at_create, sync=True),
+    Pattern("rma_wait_at_free", "Wait at Free", "rma_window",
+            "A rank waited in MPI_Win_free for the last rank to enter", rma.wait_at_free, sync=True),
+    Pattern("rma_comm", "RMA Communication", "rma", "Time in MPI_Put/Get/Accumulate and friends",
+            region_class="rma_comm"),
+    Pattern("rma_early_transfer", "Early Transfer", "rma_comm",
+            "An RMA operation waited for its target to post the exposure epoch", rma.early_transfer, sync=True),
+    Pattern("rma_comm_lock_contention", "Lock Contention", "rma_comm",
+            "An RMA operation in a lock epoch waited for a conflicting lock to be released",
+            rma.comm_lock_contention, sync=True),
+    Pattern("rma_comm_wait_for_progress", "Wait for Progress", "rma_comm",
+            "An RMA operation in a lock epoch waited while the target was computing outside MPI",
+            rma.comm_wait_for_progress),
+    Pattern("rma_pairwise_sync", "Pairwise Synchronizations for RMA", None,
+            "Origin-target pairs synchronised by fences and GATS epochs (a count)", rma.pairwise_sync,
+            unit="occ"),
+    Pattern("rma_unneeded_sync", "Unneeded", "rma_pairwise_sync",
+            "Pairwise synchronisations with no RMA operation between the pair in the epoch",
+            rma.unneeded_sync, unit="occ"),
 )
+
+# grouping nodes: the region classes each one sums (others sum their own class)
+CLASS_MEMBERS = {
+    "mpi": {"mpi", "p2p", "collective", "barrier", "rma_active", "rma_passive", "rma_window", "rma_comm"},
+    "rma": {"rma_active", "rma_passive", "rma_window", "rma_comm"},
+    "rma_sync": {"rma_active", "rma_passive"},
+}
 
 PATTERN_INDEX = {p.key: i for i, p in enumerate(PATTERNS)}
 SYNC_PATTERNS = np.array([p.sync for p in PATTERNS])
@@ -325,6 +385,9 @@ def children(key: str) -> list[str]:
 def region_class(name: str) -> str:
     if not name.upper().startswith("MPI_"):
         return "user"
+    rma_class = rma.call_class(name)
+    if rma_class is not None:
+        return rma_class
     if name == "MPI_Barrier":
         return "barrier"
     if name in COLLECTIVE_KIND or name.startswith(("MPI_Allgather", "MPI_Alltoall", "MPI_Gather",

@@ -68,9 +68,15 @@ def build_report(fwd: ForwardResult, dl: DelayResult, cp: CriticalPath, top: int
         excl = incl - sum((fwd.cube[j] for j in child), np.zeros_like(incl))
         per_cp = incl.sum(axis=1)
         order = [int(c) for c in np.argsort(-per_cp) if per_cp[c] > 0]
+        if pat.unit != "sec":       # a count (RMA pairwise syncs): "seconds" holds it, % of its root
+            root = patterns.PATTERN_INDEX[pat.parent] if pat.parent else i
+            denom = float(fwd.cube[root].sum())
+            share = 100.0 * float(incl.sum()) / denom if denom > 0 else 0.0
+        else:
+            share = pct(float(incl.sum()))
         tree.append({"key": pat.key, "name": pat.name, "parent": pat.parent, "unit": pat.unit,
                      "description": pat.description, "seconds": float(incl.sum()),
-                     "percent": pct(float(incl.sum())), "exclusive_seconds": float(np.maximum(excl, 0).sum()),
+                     "percent": share, "exclusive_seconds": float(np.maximum(excl, 0).sum()),
                      "callpaths": [cp_entry(c, incl[c]) for c in order]})
 
     cost = dl.short_term + dl.long_term
@@ -148,8 +154,14 @@ def write_text(report: dict, out, top: int = 10) -> None:
     for p in report["patterns"]:
         depth[p["key"]] = depth[p["parent"]] + 1
         ind = "  " * depth[p["key"]]
-        w(f"  {ind}{p['name']:<{34 - len(ind)}} {_s(p['seconds'])} {p['percent']:6.2f} %\n")
-        if p["key"] in ("time", "mpi", "p2p", "collective", "synchronization"):
+        value = _s(p["seconds"]) if p["unit"] == "sec" else f"{p['seconds']:10.0f} {p['unit']}"
+        w(f"  {ind}{p['name']:<{34 - len(ind)}} {value} {p['percent']:6.2f} %\n")
+        if p["key"] in ("time", "mpi", "p2p", "collective", "synchronization", "rma", "rma_sync",
+                        "rma_active", "rma_passive", "rma_window", "rma_comm"):
+            continue
+        if p["unit"] != "sec":
+            for c in p["callpaths"][:3]:
+                w(f"  {ind}    {c['seconds']:.0f} {p['unit']}  {c['callpath']}  {c['where']}\n")
             continue
         for c in p["callpaths"][:3]:
             r = c["ranks"]
