@@ -23,6 +23,24 @@ void pmpi_barrier_(F *comm, F *ierr) WEAK;
 void pmpi_bcast_(void *buf, F *count, F *dt, F *root, F *comm, F *ierr) WEAK;
 void pmpi_reduce_(const void *sbuf, void *rbuf, F *count, F *dt, F *op, F *root, F *comm, F *ierr) WEAK;
 void pmpi_allreduce_(const void *sbuf, void *rbuf, F *count, F *dt, F *op, F *comm, F *ierr) WEAK;
+void pmpi_ssend_(const void *buf, F *count, F *dt, F *dest, F *tag, F *comm, F *ierr) WEAK;
+void pmpi_sendrecv_(const void *sbuf, F *scount, F *stype, F *dest, F *stag, void *rbuf, F *rcount, F *rtype,
+                    F *source, F *rtag, F *comm, F *status, F *ierr) WEAK;
+void pmpi_probe_(F *source, F *tag, F *comm, F *status, F *ierr) WEAK;
+void pmpi_test_(F *req, F *flag, F *status, F *ierr) WEAK;
+void pmpi_waitany_(F *n, F *reqs, F *index, F *status, F *ierr) WEAK;
+void pmpi_gather_(const void *sbuf, F *scount, F *stype, void *rbuf, F *rcount, F *rtype, F *root, F *comm,
+                  F *ierr) WEAK;
+void pmpi_scatter_(const void *sbuf, F *scount, F *stype, void *rbuf, F *rcount, F *rtype, F *root, F *comm,
+                   F *ierr) WEAK;
+void pmpi_allgather_(const void *sbuf, F *scount, F *stype, void *rbuf, F *rcount, F *rtype, F *comm,
+                     F *ierr) WEAK;
+void pmpi_alltoall_(const void *sbuf, F *scount, F *stype, void *rbuf, F *rcount, F *rtype, F *comm,
+                    F *ierr) WEAK;
+void pmpi_comm_split_(F *comm, F *color, F *key, F *newcomm, F *ierr) WEAK;
+void pmpi_comm_dup_(F *comm, F *newcomm, F *ierr) WEAK;
+void pmpi_comm_free_(F *comm, F *ierr) WEAK;
+void pmpi_abort_(F *comm, F *errorcode, F *ierr) WEAK;
 
 static void missing(const char *name) {
     fprintf(stderr, "scalgraph: %s called but this MPI has no Fortran PMPI symbol for it\n", name);
@@ -184,4 +202,134 @@ void mpi_allreduce_(const void *sbuf, void *rbuf, F *count, F *dt, F *op, F *com
     F_BEGIN(pmpi_allreduce_(sbuf, rbuf, count, dt, op, comm, ierr))
     sg_coll_dep(t_, v_, PMPI_Comm_f2c(*comm), sg_bytes(*count, PMPI_Type_f2c(*dt)), dt_);
     F_END(SG_WAITING)
+}
+
+void mpi_ssend_(const void *buf, F *count, F *dt, F *dest, F *tag, F *comm, F *ierr) {
+    NEED(pmpi_ssend_);
+    F_BEGIN(pmpi_ssend_(buf, count, dt, dest, tag, comm, ierr))
+    sg_p2p_dep(t_, v_, SG_DEP_SEND, *dest, *tag, PMPI_Comm_f2c(*comm),
+               sg_bytes(*count, PMPI_Type_f2c(*dt)), NULL, 0);
+    F_END(SG_WAITING)
+}
+
+void mpi_sendrecv_(const void *sbuf, F *scount, F *stype, F *dest, F *stag, void *rbuf, F *rcount, F *rtype,
+                   F *source, F *rtag, F *comm, F *status, F *ierr) {
+    NEED(pmpi_sendrecv_);
+    F local[MPI_F_STATUS_SIZE];
+    F *st = fstatus(status, local);
+    F_BEGIN(pmpi_sendrecv_(sbuf, scount, stype, dest, stag, rbuf, rcount, rtype, source, rtag, comm, st, ierr))
+    MPI_Comm c = PMPI_Comm_f2c(*comm);
+    sg_p2p_dep(t_, v_, SG_DEP_SEND, *dest, *stag, c, sg_bytes(*scount, PMPI_Type_f2c(*stype)), NULL, 0);
+    if (*ierr == MPI_SUCCESS) {
+        MPI_Status cst;
+        to_c_status(st, &cst);
+        sg_p2p_dep(t_, v_, SG_DEP_RECV, *source, *rtag, c, 0, &cst, dt_);
+    }
+    F_END(SG_WAITING)
+}
+
+void mpi_probe_(F *source, F *tag, F *comm, F *status, F *ierr) {
+    NEED(pmpi_probe_);
+    F_BEGIN(pmpi_probe_(source, tag, comm, status, ierr))
+    F_END(SG_WAITING)
+}
+
+void mpi_test_(F *req, F *flag, F *status, F *ierr) {
+    NEED(pmpi_test_);
+    MPI_Request saved = PMPI_Request_f2c(*req);
+    F local[MPI_F_STATUS_SIZE];
+    F *st = fstatus(status, local);
+    F_BEGIN(pmpi_test_(req, flag, st, ierr))
+    if (*ierr == MPI_SUCCESS && *flag) {
+        MPI_Status cst;
+        to_c_status(st, &cst);
+        sg_req_complete(saved, &cst, v_, 0);
+    }
+    F_END(SG_NOT_WAITING)
+}
+
+void mpi_waitany_(F *n, F *reqs, F *index, F *status, F *ierr) {
+    NEED(pmpi_waitany_);
+    enum { MAXF = 128 };
+    int count = *n;
+    if (count > MAXF || count < 0 || sg_thread_self()->in_mpi) {
+        pmpi_waitany_(n, reqs, index, status, ierr);
+        return;
+    }
+    MPI_Request saved[MAXF];
+    for (int i = 0; i < count; i++)
+        saved[i] = PMPI_Request_f2c(reqs[i]);
+    F local[MPI_F_STATUS_SIZE];
+    F *st = fstatus(status, local);
+    F_BEGIN(pmpi_waitany_(n, reqs, index, st, ierr))
+    if (*ierr == MPI_SUCCESS && *index != MPI_UNDEFINED && *index >= 1 && *index <= count) {
+        MPI_Status cst;   /* Fortran indices start at 1 */
+        to_c_status(st, &cst);
+        sg_req_complete(saved[*index - 1], &cst, v_, dt_);
+    }
+    F_END(SG_WAITING)
+}
+
+#define F_ROOTED(name, BYTES)                                                                     \
+    void mpi_##name##_(const void *sbuf, F *scount, F *stype, void *rbuf, F *rcount, F *rtype, F *root, \
+                       F *comm, F *ierr) {                                                        \
+        NEED(pmpi_##name##_);                                                                     \
+        F_BEGIN(pmpi_##name##_(sbuf, scount, stype, rbuf, rcount, rtype, root, comm, ierr))        \
+        sg_coll_dep(t_, v_, PMPI_Comm_f2c(*comm), BYTES, dt_);                                     \
+        F_END(SG_WAITING)                                                                         \
+    }
+F_ROOTED(gather, sg_bytes(*scount, PMPI_Type_f2c(*stype)))
+F_ROOTED(scatter, sg_bytes(*rcount, PMPI_Type_f2c(*rtype)))
+
+void mpi_allgather_(const void *sbuf, F *scount, F *stype, void *rbuf, F *rcount, F *rtype, F *comm, F *ierr) {
+    NEED(pmpi_allgather_);
+    F_BEGIN(pmpi_allgather_(sbuf, scount, stype, rbuf, rcount, rtype, comm, ierr))
+    sg_coll_dep(t_, v_, PMPI_Comm_f2c(*comm), sg_bytes(*scount, PMPI_Type_f2c(*stype)), dt_);
+    F_END(SG_WAITING)
+}
+
+void mpi_alltoall_(const void *sbuf, F *scount, F *stype, void *rbuf, F *rcount, F *rtype, F *comm, F *ierr) {
+    NEED(pmpi_alltoall_);
+    F_BEGIN(pmpi_alltoall_(sbuf, scount, stype, rbuf, rcount, rtype, comm, ierr))
+    MPI_Comm c = PMPI_Comm_f2c(*comm);
+    int n = 0;
+    PMPI_Comm_size(c, &n);
+    sg_coll_dep(t_, v_, c, sg_bytes(*scount, PMPI_Type_f2c(*stype)) * n, dt_);
+    F_END(SG_WAITING)
+}
+
+void mpi_comm_split_(F *comm, F *color, F *key, F *newcomm, F *ierr) {
+    NEED(pmpi_comm_split_);
+    F_BEGIN(pmpi_comm_split_(comm, color, key, newcomm, ierr))
+    if (*ierr == MPI_SUCCESS)
+        sg_comm_register(PMPI_Comm_f2c(*newcomm));
+    F_END(SG_WAITING)
+}
+
+void mpi_comm_dup_(F *comm, F *newcomm, F *ierr) {
+    NEED(pmpi_comm_dup_);
+    F_BEGIN(pmpi_comm_dup_(comm, newcomm, ierr))
+    if (*ierr == MPI_SUCCESS)
+        sg_comm_register(PMPI_Comm_f2c(*newcomm));
+    F_END(SG_WAITING)
+}
+
+void mpi_comm_free_(F *comm, F *ierr) {
+    NEED(pmpi_comm_free_);
+    MPI_Comm saved = PMPI_Comm_f2c(*comm);
+    F_BEGIN(pmpi_comm_free_(comm, ierr))
+    if (*ierr == MPI_SUCCESS)
+        sg_comm_forget(saved);
+    F_END(SG_NOT_WAITING)
+}
+
+void mpi_abort_(F *comm, F *errorcode, F *ierr) {
+    NEED(pmpi_abort_);
+    struct sg_thread *t = sg_thread_self();
+    if (!t->in_mpi && sg_run.initialized && !sg_run.written) {
+        sg_record_mpi(sg_vertex_of(t), 0, SG_NOT_WAITING);
+        sg_sampler_stop();
+        sg_write_profile(NULL, SG_FLAG_ABORT);
+    }
+    pmpi_abort_(comm, errorcode, ierr);
 }

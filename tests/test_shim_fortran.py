@@ -47,20 +47,88 @@ end program
 """
 
 
-def test_fortran_calls_are_recorded_once_with_wildcards_resolved(tmp_path):
+SOURCE2 = """\
+program ftest2
+  implicit none
+  include 'mpif.h'
+  integer :: ierr, rank, other, sub, dup, idx, ntest, req(2), st(MPI_STATUS_SIZE)
+  integer :: a(4), b(8), x, y
+  logical :: flag
+  call MPI_Init(ierr)
+  call MPI_Comm_rank(MPI_COMM_WORLD, rank, ierr)
+  other = 1 - rank
+  a = rank + 1
+  call MPI_Sendrecv(a, 4, MPI_INTEGER, other, 7, b, 4, MPI_INTEGER, MPI_ANY_SOURCE, 7, MPI_COMM_WORLD, st, ierr)
+  call MPI_Irecv(b, 4, MPI_INTEGER, other, 8, MPI_COMM_WORLD, req(1), ierr)
+  call MPI_Isend(a, 4, MPI_INTEGER, other, 8, MPI_COMM_WORLD, req(2), ierr)
+  call MPI_Waitany(2, req, idx, st, ierr)
+  call MPI_Waitany(2, req, idx, st, ierr)
+  call MPI_Irecv(b, 4, MPI_INTEGER, other, 9, MPI_COMM_WORLD, req(1), ierr)
+  call MPI_Ssend(a, 4, MPI_INTEGER, other, 9, MPI_COMM_WORLD, ierr)
+  ntest = 0
+  flag = .false.
+  do while (.not. flag)
+    ntest = ntest + 1
+    call MPI_Test(req(1), flag, st, ierr)
+  end do
+  call MPI_Send(a, 1, MPI_INTEGER, other, 10, MPI_COMM_WORLD, ierr)
+  call MPI_Probe(MPI_ANY_SOURCE, 10, MPI_COMM_WORLD, st, ierr)
+  call MPI_Recv(x, 1, MPI_INTEGER, st(MPI_SOURCE), 10, MPI_COMM_WORLD, MPI_STATUS_IGNORE, ierr)
+  call MPI_Gather(a, 1, MPI_INTEGER, b, 1, MPI_INTEGER, 0, MPI_COMM_WORLD, ierr)
+  call MPI_Scatter(b, 1, MPI_INTEGER, x, 1, MPI_INTEGER, 0, MPI_COMM_WORLD, ierr)
+  call MPI_Allgather(a, 1, MPI_INTEGER, b, 1, MPI_INTEGER, MPI_COMM_WORLD, ierr)
+  call MPI_Alltoall(a, 1, MPI_INTEGER, b, 1, MPI_INTEGER, MPI_COMM_WORLD, ierr)
+  call MPI_Comm_split(MPI_COMM_WORLD, rank, 0, sub, ierr)
+  call MPI_Allreduce(x, y, 1, MPI_INTEGER, MPI_SUM, sub, ierr)
+  call MPI_Comm_dup(MPI_COMM_WORLD, dup, ierr)
+  call MPI_Barrier(dup, ierr)
+  call MPI_Comm_free(dup, ierr)
+  call MPI_Comm_free(sub, ierr)
+  print '(a,i0,a,i0,a,i0)', 'rank ', rank, ' tests ', ntest, ' y ', y
+  call MPI_Finalize(ierr)
+end program
+"""
+
+
+def build_and_run(tmp_path, source: str, name: str):
     require_tool(bool(MPICC and MPIRUN and FLANG and os.path.isdir(MPICH_INC)),
                  "no MPI with Fortran bindings (Debian mpich + flang-new-19)")
     from scalgraph.runtime.shim import link_flags, shim_library
     lib = shim_library(MPICC)
-    src = tmp_path / "ftest.f90"
-    src.write_text(SOURCE)
-    exe = tmp_path / "ftest"
+    src = tmp_path / f"{name}.f90"
+    src.write_text(source)
+    exe = tmp_path / name
     subprocess.run([FLANG, "-I", MPICH_INC, str(src), *link_flags(lib), "-L/usr/lib/x86_64-linux-gnu",
                     "-lmpichfort", "-lmpich", "-o", str(exe)], check=True)
     res = subprocess.run([MPIRUN, "-n", "2", str(exe)], capture_output=True, text=True, timeout=120,
-                         env=dict(os.environ, SCALGRAPH_OUT=str(tmp_path / "prof")), check=True)
-    assert sorted(res.stdout.split("\n")[:2]) == ["rank 0 sum  3.0", "rank 1 sum  3.0"]
-    prof = read_run(tmp_path / "prof")
+                         env=dict(os.environ, SCALGRAPH_OUT=str(tmp_path / f"{name}-prof")), check=True)
+    return res.stdout, read_run(tmp_path / f"{name}-prof")
+
+
+def test_more_fortran_routines_including_communicator_creation(tmp_path):
+    out, prof = build_and_run(tmp_path, SOURCE2, "ftest2")
+    tests = {int(w[1]): int(w[3]) for w in (line.split() for line in out.splitlines() if line.startswith("rank"))}
+    assert sorted(tests) == [0, 1]
+    assert prof.calls[:, 0].tolist() == [22 + tests[0], 22 + tests[1]]
+    members = {tuple(m): c for c, m in prof.comm_members.items()}
+    assert len(prof.comm_members) == 4 and set(members) == {(0, 1), (0,), (1,)}   # world, dup, two subs
+    dup = [c for c, m in prof.comm_members.items() if m == [0, 1] and c != 0]
+    assert len(dup) == 1
+    for r in (0, 1):
+        o = 1 - r
+        sub = members[(r,)]
+        rows = {(int(d["kind"]), int(d["peer"]), int(d["tag"]), int(d["comm"]), int(d["count"]), int(d["bytes"]))
+                for d in prof.deps[prof.deps["rank"] == r]}
+        assert rows == {(DEP_SEND, o, 7, 0, 1, 16), (DEP_RECV, o, 7, 0, 1, 16), (DEP_SEND, o, 8, 0, 1, 16),
+                        (DEP_RECV, o, 8, 0, 1, 16), (DEP_SEND, o, 9, 0, 1, 16), (DEP_RECV, o, 9, 0, 1, 16),
+                        (DEP_SEND, o, 10, 0, 1, 4), (DEP_RECV, o, 10, 0, 1, 4),
+                        (DEP_COLL, -1, -1, 0, 4, 4 + 4 + 4 + 8), (DEP_COLL, -1, -1, sub, 1, 4),
+                        (DEP_COLL, -1, -1, dup[0], 1, 0)}
+
+
+def test_fortran_calls_are_recorded_once_with_wildcards_resolved(tmp_path):
+    out, prof = build_and_run(tmp_path, SOURCE, "ftest")
+    assert sorted(out.split("\n")[:2]) == ["rank 0 sum  3.0", "rank 1 sum  3.0"]
     assert prof.nvertices == 1 and prof.meta["written_by"] == ["finalize", "finalize"]
     # Init, 3 x Send|Recv, Irecv, Isend, Waitall, Allreduce, Barrier, Finalize: each once
     assert prof.calls[:, 0].tolist() == [10, 10]
