@@ -80,9 +80,9 @@ def rewrite(mod: Module, plans: list[FunctionPlan], part: dict, modhash: str) ->
     out.append("@sg_cur = external thread_local(initialexec) global i32")
     out.append("declare void @sg_fn_enter(i32)")
     out.append("declare void @sg_fn_exit()")
-    for sym, internal in symbols:
-        linkage = "hidden global" if internal else "linkonce_odr hidden global"
-        out.append(f"@{sym} = {linkage} i32 -1")
+    for sym, _internal in symbols:
+        # linkonce_odr: the copies of an inline function, or one file linked in twice, share a slot
+        out.append(f"@{sym} = linkonce_odr hidden global i32 -1")
     blob = json.dumps(part, sort_keys=True, separators=(",", ":")).encode("ascii") + b"\0"
     out.append(f"@__sg_psg_part_{modhash} = hidden constant [{len(blob)} x i8] c\"{_ir_bytes(blob)}\", "
                f"section \"{PART_SECTION}\", align 1")
