@@ -84,7 +84,7 @@ def rewrite(mod: Module, plans: list[FunctionPlan], part: dict, modhash: str) ->
         # linkonce_odr: the copies of an inline function, or one file linked in twice, share a slot
         out.append(f"@{sym} = linkonce_odr hidden global i32 -1")
     blob = json.dumps(part, sort_keys=True, separators=(",", ":")).encode("ascii") + b"\0"
-    out.append(f"@__sg_psg_part_{modhash} = hidden constant [{len(blob)} x i8] c\"{_ir_bytes(blob)}\", "
+    out.append(f"@__sg_psg_part_{modhash} = weak_odr hidden constant [{len(blob)} x i8] c\"{_ir_bytes(blob)}\", "
                f"section \"{PART_SECTION}\", align 1")
     return "\n".join(out) + "\n"
 
