@@ -97,7 +97,11 @@ int MPI_Init_thread(int *argc, char ***argv, int required, int *provided) {
  * clock offset once that is measured. */
 void sg_mpi_before_finalize(uint32_t vertex) {
     uint64_t t0 = sg_now_ns();
+    int was_off = sg_run.sampling_off;
     sg_sampler_stop();
+    if (sg_run.sampling_off && !was_off && sg_run.rank == 0)
+        fprintf(stderr, "scalgraph: the program installed its own SIGPROF handler; scalgraph's samples "
+                        "stopped there and its timer was left alone\n");
     sg_run.end_time = sg_wall_seconds();
     sg_run.clock_offset_final = sg_run.clock_rtt_final = __builtin_nan("");
     sg_record_mpi(vertex, 0, SG_NOT_WAITING);

@@ -265,6 +265,7 @@ def test_a_program_that_owns_sigprof_keeps_it(programs, tmp_path):
     assert res.stdout.split() == ["ticks", "1", "timer", "2000"]   # its handler ran, its timer still set
     prof = read_run(tmp_path / "prof")
     assert prof.meta["sampling_off_ranks"] == [0] and prof.calls[0, 0] == 2
+    assert "scalgraph: the program installed its own SIGPROF handler" in res.stderr
 
 
 def test_clock_offsets_by_ping_pong_are_bounded_by_half_the_round_trip(programs, tmp_path):
