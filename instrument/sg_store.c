@@ -183,7 +183,7 @@ int32_t sg_comm_add(const int32_t *members, int32_t n) {
         unlock(&comm_lock_);
         return -1;
     }
-    uint32_t seq = 0;
+    uint32_t seq = 0;   /* in memory, `reserved` keeps the member hash (written out as 0) */
     for (uint32_t c = 0; c < ncomms_; c++)
         if (comms_[c].reserved == h && comms_[c].size == n)
             seq++;
