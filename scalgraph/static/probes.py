@@ -29,8 +29,11 @@ def instrument_bitcode(bitcode: bytes, source_path: str, *, opt_level: int,
         first = str(e).strip().splitlines()[0] if str(e).strip() else "unknown reason"
         raise UserError(f"{source_path}: LLVM {_llvm_version(llvm)} cannot read the bitcode ({first}); "
                         f"compile it with a clang of LLVM {_llvm_version(llvm)} or older") from None
-    text = str(module)
-    part, text = instrument_text(text, source_path, max_loop_depth=max_loop_depth)
+    try:
+        part, text = instrument_text(str(module), source_path, max_loop_depth=max_loop_depth)
+    except ValueError as e:            # IR text this reader does not understand
+        raise UserError(f"{source_path}: scalgraph cannot read this IR ({e}); "
+                        "please report this, or build this file with plain mpicc") from None
     for w in part["warnings"]:
         print(f"scalgraph: warning: {w}", file=sys.stderr)
     try:
