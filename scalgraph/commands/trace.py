@@ -11,6 +11,8 @@ def add_arguments(p) -> None:
     ana = p.add_argument_group("analysis")
     ana.add_argument("--no-clock-correction", action="store_true",
                      help="analyse the timestamps as recorded (default: correct clock-condition violations first)")
+    ana.add_argument("--parallel", type=int, default=0, metavar="N",
+                     help="replay with N analysis processes over MPI (mpi4py; timestamps as recorded)")
     out = p.add_argument_group("output")
     out.add_argument("--top", type=int, default=10, metavar="N",
                      help="show the N most costly root causes, call paths and instances (default %(default)s)")
@@ -35,6 +37,9 @@ def run(args) -> int:
     from scalgraph.trace import report
     if args.top < 1:
         raise UserError(f"--top must be at least 1 (got {args.top})")
+    if args.parallel:
+        from scalgraph.trace.parallel import launch
+        return launch(args.parallel, str(args.trace), top=args.top, as_json=args.json)
     trace = read_trace(args.trace)
     result = analyse(trace, clock_correction=not args.no_clock_correction, top=args.top, source=str(args.trace))
     if args.json:

@@ -163,3 +163,64 @@ def _decompress_blocks(body, pos: int, counts: list[int], block_sizes, where: st
 
 def _dtype_descr() -> list:
     return [[name, EVENT_DTYPE.fields[name][0].str] for name in EVENT_DTYPE.names]
+
+
+def read_binary_ranks(path: str | os.PathLike, lo: int, hi: int) -> tuple[Trace, np.ndarray]:
+    """Only the events of ranks lo..hi-1 (other ranks get empty arrays), and every rank's event
+    count.  For the parallel replay: each analysis process seeks to its own block and reads
+    nothing else, so the SHA-256 checksum (which covers the whole file) is not verified here."""
+    where = str(path)
+    try:
+        with open(path, "rb") as f:
+            head = f.read(_HEAD.size)
+            if len(head) < _HEAD.size or not head.startswith(MAGIC):
+                raise UserError(f"{where}: not a scalgraph binary trace or truncated")
+            _, version, nranks, defs_len = _HEAD.unpack(head)
+            if version != FORMAT_VERSION:
+                raise UserError(f"{where}: binary trace format version {version}, this scalgraph reads version "
+                                f"{FORMAT_VERSION}; convert it with the scalgraph that wrote it")
+            size = os.fstat(f.fileno()).st_size
+            if _HEAD.size + defs_len + 8 * nranks + _DIGEST > size:
+                raise UserError(f"{where}: truncated binary trace (header promises more than the file holds)")
+            try:
+                defs = json.loads(f.read(defs_len).decode())
+            except (UnicodeDecodeError, json.JSONDecodeError):
+                raise UserError(f"{where}: corrupt definitions block in binary trace") from None
+            if not isinstance(defs, dict) or defs.get("dtype") != _dtype_descr():
+                raise UserError(f"{where}: event layout differs from this scalgraph's; convert the trace with "
+                                f"the version that wrote it")
+            regions, comms, windows, meta = definitions_from_json(defs, where)
+            counts = np.frombuffer(f.read(8 * nranks), dtype="<u8").astype(np.int64)
+            start = _HEAD.size + defs_len + 8 * nranks
+            compression = defs.get("compression", "none")
+            if compression == "zlib":
+                sizes = defs.get("block_sizes")
+                if (not isinstance(sizes, list) or len(sizes) != nranks
+                        or start + sum(int(b) for b in sizes) + _DIGEST != size):
+                    raise UserError(f"{where}: compressed block sizes do not match the file size; the trace is corrupt")
+                sizes = np.array(sizes, np.int64)
+            elif compression == "none":
+                sizes = counts * EVENT_DTYPE.itemsize
+                if start + int(sizes.sum()) + _DIGEST != size:
+                    raise UserError(f"{where}: event counts do not match the file size; the trace is corrupt")
+            else:
+                raise UserError(f"{where}: unknown compression {compression!r}; convert it with the scalgraph "
+                                f"that wrote it")
+            lo, hi = max(lo, 0), min(hi, nranks)
+            block_start = start + int(sizes[:lo].sum())
+            f.seek(block_start)
+            raw = bytearray(int(sizes[lo:hi].sum()))
+            if f.readinto(raw) != len(raw):
+                raise UserError(f"{where}: truncated binary trace")
+    except OSError as e:
+        raise UserError(f"{where}: cannot read ({e.strerror or e})") from None
+    events = [np.zeros(0, EVENT_DTYPE) for _ in range(nranks)]
+    if compression == "zlib":
+        block = _decompress_blocks(memoryview(raw), 0, counts[lo:hi].tolist(), sizes[lo:hi].tolist(), where)
+        events[lo:hi] = block
+    else:
+        pos = 0
+        for r in range(lo, hi):
+            events[r] = np.frombuffer(raw, dtype=EVENT_DTYPE, count=int(counts[r]), offset=pos)
+            pos += int(sizes[r])
+    return Trace(regions=regions, comms=comms, events=events, windows=windows, meta=meta), counts

@@ -1,0 +1,233 @@
+"""Parallel trace replay over MPI (seed 000 §5): `python -m scalgraph.trace.parallel TRACE` under
+mpiexec, or `scalgraph trace --parallel N TRACE`, which starts it.
+
+Each analysis process reads only its block of application ranks from the trace file (own binary
+format; other formats are read whole and cut), receives the communication skeleton of the ranks
+its own ranks synchronise with (parallel_partial.py), and runs the serial engine's pattern
+evaluators, delay arithmetic and critical-path walk on that (parallel_phases.py).  Process 0
+gathers the reduced cubes and the few per-wait quantities and prints the report exactly as
+`scalgraph trace` does.  Timestamps are analysed as recorded: the clock-condition correction is a
+global pass that the parallel replay does not do (the report says so).
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from types import SimpleNamespace
+
+import numpy as np
+
+from scalgraph.errors import UserError
+from scalgraph.model import trace as tm
+from scalgraph.trace import patterns, parallel_phases as ph
+from scalgraph.trace.delay import DelayResult
+from scalgraph.trace.parallel_partial import (Partial, build_partial, merge_callpaths, rank_blocks,
+                                              rank_callpaths)
+
+CLOCK_NOTE = "not corrected: the parallel replay analyses timestamps as recorded"
+
+
+def read_block(path: str, comm) -> tuple[tm.Trace, np.ndarray, np.ndarray]:
+    """This process's block of ranks (other ranks empty), all ranks' event counts, the blocks."""
+    from scalgraph.io import trace_binary
+    from scalgraph.io.trace_read import read_trace
+    with open(path, "rb") as f:
+        binary = trace_binary.is_binary_trace(f.read(16))
+    me, nprocs = comm.Get_rank(), comm.Get_size()
+    if binary:
+        head, counts = trace_binary.read_binary_ranks(path, 0, 0)
+        bounds = rank_blocks(counts, nprocs)
+        trace, _ = trace_binary.read_binary_ranks(path, int(bounds[me]), int(bounds[me + 1]))
+        return trace, counts, bounds
+    trace = read_trace(path)
+    counts = np.array([len(e) for e in trace.events], np.int64)
+    bounds = rank_blocks(counts, nprocs)
+    for r in range(trace.nranks):
+        if not bounds[me] <= r < bounds[me + 1]:
+            trace.events[r] = np.zeros(0, tm.EVENT_DTYPE)
+    return trace, counts, bounds
+
+
+def _agree(comm, fn, *args):
+    """Run fn on every process; if any raised UserError, all raise the first one (no deadlock)."""
+    result, err = None, None
+    try:
+        result = fn(*args)
+    except UserError as e:
+        err = str(e)
+    errors = [e for e in comm.allgather(err) if e]
+    if errors:
+        raise UserError(errors[0])
+    return result
+
+
+def _sum_to_root(comm, arr: np.ndarray) -> np.ndarray | None:
+    from mpi4py import MPI
+    arr = np.ascontiguousarray(arr, float)
+    out = np.empty_like(arr) if comm.Get_rank() == 0 else None
+    comm.Reduce(arr, out, op=MPI.SUM, root=0)
+    return out
+
+
+def replay(comm, path: str, top: int = 10, source: str = "") -> dict | None:
+    """The whole parallel replay; returns the report on process 0, None elsewhere."""
+    from scalgraph.trace import forward, report
+    me, nprocs = comm.Get_rank(), comm.Get_size()
+    trace, counts, bounds = _agree(comm, read_block, path, comm)
+    if len(counts) == 0:
+        raise UserError("the trace has no locations; nothing to analyse")
+    part: Partial = _agree(comm, build_partial, comm, trace, counts, bounds)
+    ctx = part.ctx
+    p = part.nranks
+
+    # call-path ids as the serial engine numbers them
+    tables = comm.gather((ctx.nest.cp_parent, ctx.nest.cp_region, rank_callpaths(part)), root=0)
+    merged = merge_callpaths(tables) if me == 0 else None
+    maps, g_parent, g_region = comm.bcast((merged[0], merged[1], merged[2]) if me == 0 else None, root=0)
+    cpmap = np.append(maps[me], -1)              # index -1 (outside every region) stays -1
+    ncp = len(g_parent)
+
+    # forward
+    fwd = _agree(comm, forward.forward_replay, ctx)
+    own = part.mine(fwd.waits["rank"])
+    waits = fwd.waits[own]
+    cube = _sum_to_root(comm, ph.to_global(fwd.cube, part, cpmap, ncp))
+    m = ctx.msgs
+    recv_here = part.mine(m.dst)
+    viol = waitops_violations(ctx, m, recv_here)
+    t = ctx.time
+    own_t = t[part.mine(ctx.flat.rank)]
+    span = (float(own_t.min()) if len(own_t) else np.inf, float(-own_t.max()) if len(own_t) else np.inf)
+    n_inst = min(top, 5)
+    inst = comm.gather(ph.top_instances(part, waits, cpmap, n_inst), root=0)
+    stats = comm.gather((viol, span), root=0)
+
+    # backward: delay costs
+    sync = waits[patterns.SYNC_PATTERNS[waits["pattern"]]]
+    dwaits = sync[sync["causer"] >= 0]
+    incoming = comm.alltoall(ph.delay_requests(part, dwaits, cpmap, nprocs))
+    short, (m_rows, m_cols, m_vals), state = ph.explain_waits(part, dwaits, incoming, ncp, cpmap)
+    need = state["inc"]["id"]
+    g = comm.gather((ph.wait_ids(part, dwaits), dwaits["wait"].astype(float),
+                     t[dwaits["op"]] + dwaits["wait"], m_rows, m_cols, m_vals, need), root=0)
+    solved, err = None, None
+    if me == 0:
+        try:
+            solved = ph.solve_gamma(g)
+        except UserError as e:
+            err = str(e)
+    err = comm.bcast(err, root=0)
+    if err:
+        raise UserError(err)
+    if me == 0:
+        ids, _, gamma = solved
+        answers = [gamma[np.searchsorted(ids, x[6])] for x in g]
+    gamma_w = comm.scatter(answers if me == 0 else None, root=0)
+    long_, sums = ph.finish_delay(state, gamma_w, ncp, p)
+    short = _sum_to_root(comm, short)
+    long_ = _sum_to_root(comm, long_)
+    sums = _sum_to_root(comm, sums)
+
+    # backward: critical path
+    fin_t, last, busy = ph.end_candidates(part)
+    cand = comm.allgather((fin_t, last, busy))
+    end_rank = ph.pick_end_rank(*(np.concatenate([c[i] for c in cand]) for i in range(3)))
+    segs = ph.walk(comm, part, sync, end_rank)
+    profile, t_l = ph.path_profiles(part, fwd.excl_time, sync, segs, cpmap, ncp)
+    profile = _sum_to_root(comm, profile)
+    t_l = _sum_to_root(comm, t_l)
+    segs = comm.gather(segs, root=0)
+    if me != 0:
+        return None
+
+    ids, omega, gamma = solved
+    cp = ph.critical_path_result([s for x in segs for s in x], profile, t_l)
+    dw = np.zeros(len(omega), patterns.WAIT_DTYPE)
+    dw["wait"] = omega
+    short_cp, long_cp = short.sum(axis=0), long_.sum(axis=0)
+    dl = DelayResult(waits=dw, short_term=short_cp, long_term=long_cp, short_by_pattern=short,
+                     long_by_pattern=long_, gamma=gamma, direct=sums[1:2], indirect=sums[2:3],
+                     unexplained=float(sums[0]))
+    fake = _report_inputs(ctx.trace.regions, p, int(counts.sum()), g_parent, g_region,
+                          [x for i in inst for x in i], stats)
+    fake_fwd = SimpleNamespace(ctx=fake[0], waits=fake[1], cube=cube,
+                               clock_violations=int(sum(s[0] for s in stats)))
+    return report.build_report(fake_fwd, dl, cp, top=top, clock=CLOCK_NOTE, source=source)
+
+
+def waitops_violations(ctx, m, sel) -> int:
+    from scalgraph.trace import waitops
+    return waitops.clock_violations(ctx.time[m.send_evt[sel]], ctx.time[m.recv_evt[sel]])
+
+
+def _report_inputs(regions, nranks, nevents, g_parent, g_region, inst, stats):
+    """A stand-in replay context for report.build_report: the merged candidate instances as wait
+    rows (in serial row order), with their enter times and call paths, and the run's time span."""
+    inst = sorted(inst, key=lambda x: x[0])
+    rows = np.zeros(len(inst), patterns.WAIT_DTYPE)
+    times = [x[3] for x in inst]
+    cps = [x[4] for x in inst]
+    for i, (key, wait, rank, _, _, causer) in enumerate(inst):
+        rows[i]["pattern"], rows[i]["wait"], rows[i]["rank"] = key[0], wait, rank
+        rows[i]["op"], rows[i]["causer"] = i, causer
+    t_min = min(s[1][0] for s in stats)
+    t_max = -min(s[1][1] for s in stats)
+    time = np.array(times + ([t_min, t_max] if np.isfinite(t_min) else []), float)
+    nest = SimpleNamespace(cp_parent=g_parent, cp_region=g_region, callpath=np.array(cps + [0, 0], np.int64))
+    ctx = SimpleNamespace(nest=nest, trace=SimpleNamespace(regions=regions), time=time, nranks=nranks,
+                          nevents=nevents, ncallpaths=len(g_parent))
+    return ctx, rows
+
+
+def main(argv=None) -> int:
+    from mpi4py import MPI
+    from scalgraph.trace import report
+    ap = argparse.ArgumentParser(prog="python -m scalgraph.trace.parallel",
+                                 description="parallel trace replay; run under mpiexec")
+    ap.add_argument("trace")
+    ap.add_argument("--top", type=int, default=10)
+    ap.add_argument("--json", action="store_true")
+    ap.add_argument("--source", default=None, help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    comm = MPI.COMM_WORLD
+    try:
+        if args.top < 1:
+            raise UserError(f"--top must be at least 1 (got {args.top})")
+        result = replay(comm, args.trace, top=args.top, source=args.source or args.trace)
+    except UserError as e:
+        if comm.Get_rank() == 0:
+            print(f"scalgraph: error: {e}", file=sys.stderr)
+        return 2
+    if result is not None:
+        if args.json:
+            report.write_json(result, sys.stdout)
+        else:
+            report.write_text(result, sys.stdout, top=args.top)
+        sys.stdout.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
+
+
+def launch(nprocs: int, trace: str, top: int = 10, as_json: bool = False) -> int:
+    """`scalgraph trace --parallel N`: run this module under the venv's mpiexec (argument list, no
+    shell); process 0 prints the report to our stdout."""
+    import os
+    import pathlib
+    import shutil
+    import subprocess
+    if nprocs < 1:
+        raise UserError(f"--parallel must be at least 1 (got {nprocs})")
+    if not pathlib.Path(trace).exists():
+        raise UserError(f"{trace}: no such file or directory")
+    here = pathlib.Path(sys.executable).parent / "mpiexec"
+    mpiexec = str(here) if here.exists() else shutil.which("mpiexec")
+    if mpiexec is None:
+        raise UserError("--parallel needs mpiexec (pip install mpich mpi4py into this environment), "
+                        "or run `python -m scalgraph.trace.parallel TRACE` under your own mpiexec")
+    cmd = [mpiexec, "-n", str(nprocs), sys.executable, "-m", "scalgraph.trace.parallel", str(trace),
+           "--top", str(top)] + (["--json"] if as_json else [])
+    sys.stdout.flush()
+    return subprocess.run(cmd, env=dict(os.environ)).returncode

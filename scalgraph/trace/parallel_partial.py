@@ -1,0 +1,188 @@
+"""The data one analysis process of the parallel replay holds: its block of application ranks in
+full, plus the *communication skeleton* of the other ranks that its own ranks synchronise with.
+
+The skeleton of a remote rank q, as seen by process P, is every event of q that the serial pattern
+evaluators read when they time a synchronisation of one of P's ranks: q's sends to and receives
+from P's ranks (with the ENTER/EXIT of the call around them and, for MPI_Irecv, the posting call),
+q's collective-end events on every communicator P's ranks belong to (with their calls), and q's last
+event (for calls left open at the end).  Owners select and send these events in one bulk exchange
+(mpi4py alltoall), in their original order, so the serial engine's matching and pattern evaluators
+run unchanged on the partial trace and time every wait state of P's ranks exactly as the serial
+replay does.  Each event keeps its original per-rank index, which names it globally ("serial
+index" = offset of its rank in the whole trace + that index).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from scalgraph.errors import UserError
+from scalgraph.model import trace as tm
+from scalgraph.trace import forward, matching
+
+_P2P_KINDS = (tm.SEND, tm.ISEND, tm.RECV, tm.IRECV)
+_FILLER = tm.COLL_BEGIN      # a kind no matching step reads: keeps a rank's last time without a region
+
+
+@dataclass
+class Partial:
+    ctx: forward.ReplayContext   # replay context over the partial trace (own ranks full, others skeleton)
+    lo: int                      # own ranks: lo..hi-1
+    hi: int
+    bounds: np.ndarray           # [nprocs + 1] rank blocks of all processes
+    counts: np.ndarray           # events per rank in the whole trace
+    serial: np.ndarray           # per partial event: its index in the whole (serial) trace
+
+    @property
+    def nranks(self) -> int:
+        return len(self.counts)
+
+    def owner_of(self, ranks: np.ndarray) -> np.ndarray:
+        return np.searchsorted(self.bounds, ranks, side="right") - 1
+
+    def mine(self, ranks: np.ndarray) -> np.ndarray:
+        return (ranks >= self.lo) & (ranks < self.hi)
+
+
+def rank_blocks(counts: np.ndarray, nprocs: int) -> np.ndarray:
+    """Contiguous blocks of ranks with about equal numbers of events, at least one rank each
+    (when there are enough ranks)."""
+    nranks = len(counts)
+    if nprocs >= nranks:
+        return np.minimum(np.arange(nprocs + 1), nranks)
+    cum = np.cumsum(counts)
+    total = float(cum[-1]) if nranks else 0.0
+    cuts = np.searchsorted(cum, total * np.arange(1, nprocs) / nprocs, side="left") + 1
+    bounds = np.concatenate(([0], cuts, [nranks])).astype(np.int64)
+    for k in range(1, nprocs):                      # at least one rank per block, monotone
+        bounds[k] = min(max(bounds[k], bounds[k - 1] + 1), nranks - (nprocs - k))
+    return bounds
+
+
+def _skeleton_for(kind, peer, comm, own_flat, nest, irecv_pair, members_of, lo, hi):
+    """Indices (into the own flat trace) of the events process [lo, hi) needs from our ranks."""
+    in_block = (peer >= lo) & (peer < hi)
+    p2p = np.isin(kind, _P2P_KINDS) & in_block
+    comms = [c for c, m in members_of.items() if np.any((m >= lo) & (m < hi))]
+    coll = (kind == tm.COLL_END) & np.isin(comm, comms)
+    core = np.flatnonzero(p2p | coll)
+    post = irecv_pair[core[kind[core] == tm.IRECV]]
+    core = np.concatenate((core, post[post >= 0]))
+    calls = nest.owner[core]
+    calls = calls[calls >= 0]
+    exits = nest.partner[calls]
+    return np.concatenate((core, calls, exits[exits >= 0]))
+
+
+def build_partial(comm, trace: tm.Trace, counts: np.ndarray, bounds: np.ndarray) -> Partial:
+    """Exchange skeletons and build this process's replay context (collective over `comm`)."""
+    me, nprocs = comm.Get_rank(), comm.Get_size()
+    lo, hi = int(bounds[me]), int(bounds[me + 1])
+    own = tm.Trace(regions=trace.regions, comms=trace.comms, events=trace.events[lo:hi])
+    flat = matching.flatten(own)
+    nest = matching.match_regions(flat)
+    ev = flat.ev
+    kind, peer, ecomm = ev["kind"], ev["peer"].astype(np.int64), ev["comm"]
+    irecv_pair = matching.match_requests(flat, tm.IRECV_REQUEST, tm.IRECV)
+    members_of = {c: np.asarray(m, np.int64) for c, m in trace.comms.items()}
+    last = flat.offsets[1:][np.diff(flat.offsets) > 0] - 1
+    outgoing = []
+    for q in range(nprocs):
+        if q == me or bounds[q] == bounds[q + 1]:
+            outgoing.append(None)
+            continue
+        idx = np.unique(_skeleton_for(kind, peer, ecomm, flat, nest, irecv_pair, members_of,
+                                      int(bounds[q]), int(bounds[q + 1])))
+        needed = np.zeros(len(idx), bool) | True
+        fill = np.setdiff1d(last, idx)
+        idx = np.concatenate((idx, fill))
+        needed = np.concatenate((needed, np.zeros(len(fill), bool)))
+        order = np.argsort(idx, kind="stable")
+        idx, needed = idx[order], needed[order]
+        rows = np.empty(len(idx), tm.EVENT_DTYPE)
+        for name in tm.EVENT_DTYPE.names:
+            rows[name] = ev[name][idx]
+        rows["kind"][~needed] = _FILLER
+        rows["region"][~needed] = -1
+        rows["comm"][~needed] = -1
+        rank = flat.rank[idx].astype(np.int64) + lo
+        outgoing.append((rank, idx - flat.offsets[flat.rank[idx]], rows))
+    incoming = comm.alltoall(outgoing)
+
+    events = [np.zeros(0, tm.EVENT_DTYPE) for _ in range(len(counts))]
+    local = [np.zeros(0, np.int64) for _ in range(len(counts))]
+    for r in range(lo, hi):
+        events[r] = trace.events[r]
+        local[r] = np.arange(len(trace.events[r]), dtype=np.int64)
+    parts = [x for x in incoming if x is not None]
+    if parts:
+        rank = np.concatenate([x[0] for x in parts])
+        idx = np.concatenate([x[1] for x in parts])
+        rows = np.concatenate([x[2] for x in parts])
+        order = np.lexsort((idx, rank))
+        rank, idx, rows = rank[order], idx[order], rows[order]
+        cut = np.searchsorted(rank, np.arange(len(counts) + 1))
+        for r in np.unique(rank).tolist():
+            events[r], local[r] = rows[cut[r]:cut[r + 1]], idx[cut[r]:cut[r + 1]]
+    partial = tm.Trace(regions=trace.regions, comms=trace.comms, events=events, windows=trace.windows,
+                       meta=trace.meta)
+    ctx = forward.build_context(partial, allow_unmatched=True)
+    m = ctx.msgs
+    if len(m.unmatched_send) or len(m.unmatched_recv):
+        side, g = (("send", m.unmatched_send[0]) if len(m.unmatched_send) else ("receive", m.unmatched_recv[0]))
+        raise UserError(f"{len(m.unmatched_send)} sends and {len(m.unmatched_recv)} receives seen by analysis "
+                        f"process {me} have no partner (first: a {side} on rank {int(ctx.flat.rank[g])} at "
+                        f"t={ctx.time[g]:.9g}); the trace is incomplete or a rank's file is missing")
+    serial_off = np.concatenate(([0], np.cumsum(counts))).astype(np.int64)
+    serial = serial_off[ctx.flat.rank] + np.concatenate(local)
+    return Partial(ctx=ctx, lo=lo, hi=hi, bounds=bounds, counts=counts, serial=serial)
+
+
+# --- call-path ids as the serial engine numbers them ----------------------------------------------
+
+def _depths(parent: np.ndarray) -> np.ndarray:
+    depth = np.zeros(len(parent), np.int64)
+    for i, p in enumerate(parent.tolist()):        # parents always have smaller ids
+        depth[i] = depth[p] + 1 if p >= 0 else 0
+    return depth
+
+
+def rank_callpaths(part: Partial) -> list[np.ndarray]:
+    """Per own rank: the (partial) call-path ids entered on it."""
+    ctx = part.ctx
+    off, kind = ctx.flat.offsets, ctx.ev["kind"]
+    out = []
+    for r in range(part.lo, part.hi):
+        a, b = int(off[r]), int(off[r + 1])
+        out.append(np.unique(ctx.nest.callpath[a:b][kind[a:b] == tm.ENTER]))
+    return out
+
+
+def merge_callpaths(tables: list[tuple[np.ndarray, np.ndarray, list[np.ndarray]]]):
+    """Serial call-path numbering from every process's (parent, region, per-rank call paths), in
+    process = rank order: the serial engine interns rank by rank, level by level, new paths of a
+    level in (parent id, region) order.  Returns (per process: partial id -> global id, global
+    parent table, global region table)."""
+    ids: dict[tuple[int, int], int] = {}
+    g_parent: list[int] = []
+    g_region: list[int] = []
+    maps = []
+    for parent, region, per_rank in tables:
+        depth = _depths(parent)
+        gmap = np.full(len(parent), -1, np.int64)
+        for cps in per_rank:
+            cps = np.asarray(cps, np.int64)
+            for lv in np.unique(depth[cps]).tolist():
+                sel = cps[depth[cps] == lv]
+                keys = sorted({((int(gmap[parent[c]]) if parent[c] >= 0 else -1), int(region[c])): c
+                               for c in sel.tolist()}.items())
+                for key, c in keys:
+                    if key not in ids:
+                        ids[key] = len(g_parent)
+                        g_parent.append(key[0])
+                        g_region.append(key[1])
+                for c in sel.tolist():
+                    gmap[c] = ids[((int(gmap[parent[c]]) if parent[c] >= 0 else -1), int(region[c]))]
+        maps.append(gmap)
+    return maps, np.array(g_parent, np.int64), np.array(g_region, np.int64)
