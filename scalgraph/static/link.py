@@ -43,7 +43,11 @@ def _function_table(parts: list[dict]) -> dict[str, dict]:
         for f in part["functions"]:
             if not isinstance(f, dict) or any(k not in f for k in _FUNCTION_FIELDS):
                 raise UserError(f"{part.get('source', 'an object')}: damaged PSG part; recompile it with sgcc")
-            table.setdefault(f["key"], f)          # inline/template functions: the first copy wins
+            if f["key"] not in table:              # inline/template functions: the first copy wins
+                for v in f["vertices"]:            # what the part left out (see part._compact)
+                    v.setdefault("file", f.get("file", ""))
+                    v.setdefault("callee", None)
+                table[f["key"]] = f
     return table
 
 

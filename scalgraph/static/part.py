@@ -104,7 +104,7 @@ def build_part(module: Module, source_path: str, modhash: str, *, max_loop_depth
         functions.append({
             "key": user_keys[name], "name": f.name, "display": display, "internal": f.internal,
             "file": home_file, "line": home_line, "fid_symbol": sym,
-            "vertices": verts, "full_counts": counts, "full_calls": calls,
+            "vertices": _compact(verts, home_file), "full_counts": counts, "full_calls": calls,
             "instrumented": instrumented,
         })
         branch_terms = {(r.head, len(f.blocks[r.head].instrs) - 1)
@@ -117,6 +117,18 @@ def build_part(module: Module, source_path: str, modhash: str, *, max_loop_depth
             "has_mpi": any(is_mpi(d) for d in module.declared) or any(
                 v["kind"] == "MPI" for fn in functions for v in fn["vertices"])}
     return part, plans
+
+
+def _compact(verts: list[dict], home_file: str) -> list[dict]:
+    """Leave out what the link step can fill in (the function's own file, no callee): parts travel
+    in every object and are loaded with the program."""
+    out = []
+    for v in verts:
+        v = {k: x for k, x in v.items() if x is not None}
+        if v.get("file") == home_file:
+            del v["file"]
+        out.append(v)
+    return out
 
 
 def _fortran_program_name(path: str, line: int) -> str:
