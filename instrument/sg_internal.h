@@ -62,6 +62,9 @@ void sg_sampler_stop(void) SG_HIDDEN;
 uint32_t sg_counter_count(void) SG_HIDDEN;
 const char *sg_counter_name(uint32_t i) SG_HIDDEN;
 
+/* a number from the environment in [lo, hi]; anything else says so on stderr and gives `fallback` */
+double sg_env_number(const char *name, double fallback, double lo, double hi) SG_HIDDEN;
+
 /* exit paths (sg_writer.c) */
 void sg_install_exit_handlers(void) SG_HIDDEN;
 const char *sg_out_dir(void) SG_HIDDEN;

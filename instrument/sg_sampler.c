@@ -37,6 +37,20 @@ static char counter_names_[SG_MAX_COUNTERS][SG_NAME_LEN];
 static uint32_t ncounters_;
 static int running_;
 
+double sg_env_number(const char *name, double fallback, double lo, double hi) {
+    const char *text = getenv(name);
+    if (text == NULL || *text == 0)
+        return fallback;
+    char *end;
+    double v = strtod(text, &end);
+    if (end == text || *end != 0 || !(v >= lo && v <= hi)) {
+        fprintf(stderr, "scalgraph: %s='%s' is not a number from %g to %g; using %g\n", name, text, lo, hi,
+                fallback);
+        return fallback;
+    }
+    return v;
+}
+
 uint32_t sg_counter_count(void) { return ncounters_; }
 const char *sg_counter_name(uint32_t i) { return counter_names_[i]; }
 
@@ -127,8 +141,7 @@ static int program_owns_sigprof(void) {
 }
 
 void sg_sampler_start(void) {
-    const char *hz_env = getenv("SCALGRAPH_HZ");
-    double hz = hz_env ? strtod(hz_env, NULL) : 200.0;
+    double hz = sg_env_number("SCALGRAPH_HZ", 200.0, 0.0, 1e6);
     open_counters();
     if (!(hz > 0)) {
         sg_run.hz = 0;

@@ -326,3 +326,12 @@ def test_an_unwritable_output_directory_is_reported_not_fatal(programs, tmp_path
     assert res.returncode == 0 and len(res.stdout.splitlines()) == 2
     assert res.stderr.count("scalgraph: cannot write the profile ") == 2
     assert "set SCALGRAPH_OUT to a writable directory" in res.stderr
+
+
+def test_bad_settings_are_named_and_the_defaults_used(programs, tmp_path):
+    res = run(programs / "with_shim", 2, [2, 1, 1, 1000, 1000], tmp_path / "prof",
+              env={"SCALGRAPH_HZ": "fast", "SCALGRAPH_COMM_SAMPLE": "2"})
+    assert "scalgraph: SCALGRAPH_HZ='fast' is not a number from 0 to 1e+06; using 200" in res.stderr
+    assert "scalgraph: SCALGRAPH_COMM_SAMPLE='2' is not a number from 0 to 1; using 1" in res.stderr
+    prof = read_run(tmp_path / "prof")
+    assert prof.meta["hz"] == pytest.approx(200.0) and prof.meta["comm_sample"] == 1.0 and len(prof.deps) > 0
