@@ -1,9 +1,9 @@
 """Cost of the static pass per 1,000 IR instructions, phase by phase, measured side by side in one run.
 
-    .venv/bin/python benchmarks/bench_static.py [--repeat 3] [--functions 200]
+    .venv/bin/python benchmarks/bench_static.py [--repeat 3] [--functions 50,200,400]
 
-Inputs: the largest sample (by IR instruction count) and a generated C program of --functions
-functions (loops, branches, MPI calls, calls between them) to show how the cost grows with size.
+Inputs: the largest sample (by IR instruction count) and generated C programs of --functions
+functions each (loops, branches, MPI calls, calls between them) to show how the cost grows with size.
 For each it prints the median seconds of: clang -> bitcode (the compiler's own front end, for
 scale), parse + PSG templates + probe rewrite (instrument_text), LLVM re-parse + object emission,
 and link_psg; and the PSG build time per 1,000 IR instructions.
@@ -102,7 +102,7 @@ def measure(src: Path, tmp: Path, repeat: int) -> dict:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--repeat", type=int, default=3)
-    ap.add_argument("--functions", type=int, default=200)
+    ap.add_argument("--functions", default="50,200,400", help="sizes of the generated programs")
     args = ap.parse_args()
     if not ZIG.exists():
         sys.exit("bench_static: needs python-zig (PyPI ziglang) in the venv")
@@ -115,11 +115,14 @@ def main() -> int:
             clang_bitcode(p, tmp / "probe.bc")
             sizes[p] = count_instructions(str(llvm.parse_bitcode((tmp / "probe.bc").read_bytes())))
         largest = max(sizes, key=sizes.get)
-        gen = tmp / f"generated_{args.functions}.c"
-        gen.write_text(generated_program(args.functions))
+        generated = []
+        for n in (int(x) for x in args.functions.split(",") if x.strip()):
+            gen = tmp / f"generated_{n}.c"
+            gen.write_text(generated_program(n))
+            generated.append(gen)
         print(f"{'input':<34} {'IR instr':>9} {'vertices':>9} {'clang s':>8} {'PSG+probes s':>13} "
               f"{'emit s':>7} {'link s':>7} {'PSG ms/1k instr':>16} {'PSG/clang':>10}")
-        for src in (largest, gen):
+        for src in [largest, *generated]:
             r = measure(src, tmp, args.repeat)
             label = str(src.relative_to(ROOT)) if src.is_relative_to(ROOT) else src.name
             per_k = 1000.0 * (r["psg"] + r["link"]) / (r["instructions"] / 1000.0)
