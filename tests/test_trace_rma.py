@@ -278,3 +278,16 @@ def test_trace_command_reports_rma_part(tmp_path, capsys):
     assert cli.main(["trace", str(path)]) == 0
     text = capsys.readouterr().out
     assert "Late Post" in text and "Pairwise Synchronizations for RMA" in text and "1 occ" in text
+
+
+def test_the_documented_json_example(tmp_path, capsys):
+    # docs/rma-patterns.md shows the Late Post trace of test_late_post_at_start in JSON: 4 s on rank 0
+    import pathlib
+    import re
+    doc = (pathlib.Path(__file__).resolve().parent.parent / "docs" / "rma-patterns.md").read_text()
+    path = tmp_path / "doc.json"
+    path.write_text(re.search(r"```json\n(.*?)```", doc, re.S).group(1))
+    assert cli.main(["trace", str(path), "--json"]) == 0
+    rep = json.loads(capsys.readouterr().out)
+    late = [i for i in rep["instances"] if i["pattern"] == "Late Post"]
+    assert len(late) == 1 and late[0]["rank"] == 0 and late[0]["seconds"] == pytest.approx(4.0)
