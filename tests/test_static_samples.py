@@ -191,6 +191,10 @@ def test_parts_read_from_a_static_archive(tmp_path):
     assert [f["name"] for p in parts for f in p["functions"]] == ["main", "helper", "exchange"]
     psg, _ = link_psg(parts)
     assert find(psg, "CALL", "exchange") and find(psg, "MPI", "MPI_Allreduce")
+    thin = tmp_path / "libthin.a"                       # GNU thin archive: members stay outside
+    subprocess.run([ar, "rcsT", str(thin), str(member)], check=True)
+    assert thin.read_bytes().startswith(b"!<thin>")
+    assert [f["name"] for p in read_parts_from_files([str(thin)]) for f in p["functions"]] == ["helper", "exchange"]
 
 
 def test_unused_archive_member_is_not_pulled_in(tmp_path):

@@ -24,6 +24,10 @@ def read_parts_from_files(paths: list[str]) -> list[dict]:
         if data.startswith(b"!<arch>\n"):
             for member, blob in _archive_members(data, path):
                 parts.extend(_parts_in_elf(blob, f"{path}({member})"))
+        elif data.startswith(b"!<thin>\n"):             # thin archive: members stay in their files
+            base = os.path.dirname(path)
+            for member, _ in _archive_members(data, path, thin=True):
+                parts.extend(read_parts_from_files([os.path.join(base, member)]))
         elif data.startswith(b"\x7fELF"):
             parts.extend(_parts_in_elf(data, path))
     return parts
@@ -87,8 +91,9 @@ def _section(data: bytes, name: str, where: str) -> bytes | None:
         raise UserError(f"{where}: not a readable ELF file ({e})") from None
 
 
-def _archive_members(data: bytes, path: str):
-    """(name, bytes) of each member of a System V / GNU ar archive."""
+def _archive_members(data: bytes, path: str, thin: bool = False):
+    """(name, bytes) of each member of a System V / GNU ar archive (thin: names only, the data
+    are not in the archive)."""
     pos = 8
     long_names = b""
     while pos + 60 <= len(data):
@@ -98,8 +103,9 @@ def _archive_members(data: bytes, path: str):
             size = int(header[48:58].decode("ascii").strip())
         except ValueError:
             raise UserError(f"{path}: damaged archive member header; rebuild the library") from None
-        body = data[pos + 60:pos + 60 + size]
-        pos += 60 + size + (size & 1)
+        stored = size if not thin or name in ("//", "/", "/SYM64/") else 0
+        body = data[pos + 60:pos + 60 + stored]
+        pos += 60 + stored + (stored & 1)
         if name == "//":
             long_names = body
             continue
