@@ -1,6 +1,16 @@
 """One translation unit -> its PSG part: the templates of its user functions, as JSON-able data.
 
-The part is what an object file carries (section .scalgraph.psg) and what link_psg combines.
+The part is what an object file carries (section .scalgraph.psg) and what link_psg combines:
+  {"format": "scalgraph-psg-part", "version": 1, "source", "modhash", "max_loop_depth",
+   "has_debug_info", "has_main", "has_mpi", "warnings",
+   "functions": [{"key"       linkage name, or "<modhash>:<name>" for internal functions,
+                  "name", "display" (source name), "internal", "file", "line",
+                  "fid_symbol" (the __sg_fid_* slot), "instrumented" (False: no probes at all),
+                  "vertices": template in pre-order, local 0 = FUNCTION; each {"kind", "name",
+                              "parent", "depth" (loop depth inside the function), "first", "last",
+                              optional "file" (if not the function's), "callee" (CALL: key),
+                              "function" (inlined code: its function), "brk" (COMP of another arm)},
+                  "full_counts" / "full_calls": the uncontracted local PSG, for Table II}]}
 """
 from __future__ import annotations
 
