@@ -144,7 +144,7 @@ void mpi_wait_(F *req, F *status, F *ierr) {
     if (*ierr == MPI_SUCCESS) {
         MPI_Status cst;
         to_c_status(st, &cst);
-        sg_req_complete(saved, &cst, v_, dt_);
+        sg_req_complete(saved, &cst, v_, dt_, dt_);
     }
     F_END(SG_WAITING)
 }
@@ -164,13 +164,12 @@ void mpi_waitall_(F *n, F *reqs, F *statuses, F *ierr) {
         saved[i] = PMPI_Request_f2c(reqs[i]);
     F_BEGIN(pmpi_waitall_(n, reqs, st, ierr))
     if (*ierr == MPI_SUCCESS) {
-        int known = 0;
-        for (int i = 0; i < count; i++)
-            known += sg_req_known(saved[i]);
+        uint64_t recv_share, send_share;
+        sg_wait_shares(saved, NULL, count, dt_, &recv_share, &send_share);
         for (int i = 0; i < count; i++) {
             MPI_Status cst;
             to_c_status(&st[i * MPI_F_STATUS_SIZE], &cst);
-            sg_req_complete(saved[i], &cst, v_, known ? dt_ / (uint64_t)known : 0);
+            sg_req_complete(saved[i], &cst, v_, recv_share, send_share);
         }
     }
     F_END(SG_WAITING)
@@ -243,7 +242,7 @@ void mpi_test_(F *req, F *flag, F *status, F *ierr) {
     if (*ierr == MPI_SUCCESS && *flag) {
         MPI_Status cst;
         to_c_status(st, &cst);
-        sg_req_complete(saved, &cst, v_, 0);
+        sg_req_complete(saved, &cst, v_, 0, 0);
     }
     F_END(SG_NOT_WAITING)
 }
@@ -265,7 +264,7 @@ void mpi_waitany_(F *n, F *reqs, F *index, F *status, F *ierr) {
     if (*ierr == MPI_SUCCESS && *index != MPI_UNDEFINED && *index >= 1 && *index <= count) {
         MPI_Status cst;   /* Fortran indices start at 1 */
         to_c_status(st, &cst);
-        sg_req_complete(saved[*index - 1], &cst, v_, dt_);
+        sg_req_complete(saved[*index - 1], &cst, v_, dt_, dt_);
     }
     F_END(SG_WAITING)
 }

@@ -103,7 +103,7 @@ int MPI_Wait(MPI_Request *req, MPI_Status *status) {
     MPI_Status local, *st = (status == MPI_STATUS_IGNORE) ? &local : status;
     SG_BEGIN(PMPI_Wait(req, st))
     if (rc_ == MPI_SUCCESS)
-        sg_req_complete(saved, st, v_, dt_);
+        sg_req_complete(saved, st, v_, dt_, dt_);
     SG_END(SG_WAITING)
 }
 
@@ -112,7 +112,7 @@ int MPI_Test(MPI_Request *req, int *flag, MPI_Status *status) {
     MPI_Status local, *st = (status == MPI_STATUS_IGNORE) ? &local : status;
     SG_BEGIN(PMPI_Test(req, flag, st))
     if (rc_ == MPI_SUCCESS && *flag)
-        sg_req_complete(saved, st, v_, 0);
+        sg_req_complete(saved, st, v_, 0, 0);
     SG_END(SG_NOT_WAITING)
 }
 
@@ -147,14 +147,11 @@ static void scratch_close(struct scratch *s, MPI_Status *statuses) {
         free(s->st);
 }
 
-/* wait time of a multi-completion is shared equally by the requests it completed */
 static void complete_many(const struct scratch *s, const int *idx, int n, uint32_t v, uint64_t dt) {
-    int known = 0;
+    uint64_t recv_share, send_share;
+    sg_wait_shares(s->reqs, idx, n, dt, &recv_share, &send_share);
     for (int i = 0; i < n; i++)
-        known += sg_req_known(s->reqs[idx ? idx[i] : i]);
-    uint64_t share = known ? dt / (uint64_t)known : 0;
-    for (int i = 0; i < n; i++)
-        sg_req_complete(s->reqs[idx ? idx[i] : i], &s->st[i], v, share);
+        sg_req_complete(s->reqs[idx ? idx[i] : i], &s->st[i], v, recv_share, send_share);
 }
 
 #define MULTI_BEGIN(n, reqs, statuses, pmpi_call_original)                                      \
@@ -180,7 +177,7 @@ int MPI_Waitany(int n, MPI_Request reqs[], int *index, MPI_Status *status) {
     MPI_Status *st = (status == MPI_STATUS_IGNORE) ? &s.st[0] : status;
     SG_BEGIN(PMPI_Waitany(n, reqs, index, st))
     if (rc_ == MPI_SUCCESS && *index != MPI_UNDEFINED)
-        sg_req_complete(s.reqs[*index], st, v_, dt_);
+        sg_req_complete(s.reqs[*index], st, v_, dt_, dt_);
     scratch_close(&s, MPI_STATUSES_IGNORE);
     SG_END(SG_WAITING)
 }
@@ -208,7 +205,7 @@ int MPI_Testany(int n, MPI_Request reqs[], int *index, int *flag, MPI_Status *st
     MPI_Status *st = (status == MPI_STATUS_IGNORE) ? &s.st[0] : status;
     SG_BEGIN(PMPI_Testany(n, reqs, index, flag, st))
     if (rc_ == MPI_SUCCESS && *flag && *index != MPI_UNDEFINED)
-        sg_req_complete(s.reqs[*index], st, v_, 0);
+        sg_req_complete(s.reqs[*index], st, v_, 0, 0);
     scratch_close(&s, MPI_STATUSES_IGNORE);
     SG_END(SG_NOT_WAITING)
 }

@@ -184,14 +184,30 @@ void sg_req_post(MPI_Request r, int kind, int32_t peer, int32_t tag, int32_t com
     unlock(&req_lock_);
 }
 
-int sg_req_known(MPI_Request r) {
+int sg_req_kind(MPI_Request r) {
+    if (r == MPI_REQUEST_NULL)
+        return -1;
     lock(&req_lock_);
-    int known = req_find(req_key(r)) != NULL;
+    struct req_slot *s = req_find(req_key(r));
+    int kind = s ? s->kind : -1;
     unlock(&req_lock_);
-    return known;
+    return kind;
 }
 
-int sg_req_complete(MPI_Request r, const MPI_Status *st, uint32_t vertex, uint64_t wait_ns) {
+void sg_wait_shares(const MPI_Request *reqs, const int *idx, int n, uint64_t dt, uint64_t *recv_share,
+                    uint64_t *send_share) {
+    int receives = 0, sends = 0;
+    for (int i = 0; i < n; i++) {
+        int kind = sg_req_kind(reqs[idx ? idx[i] : i]);
+        receives += kind == SG_DEP_RECV || kind == SG_DEP_COLL;
+        sends += kind == SG_DEP_SEND;
+    }
+    *recv_share = receives ? dt / (uint64_t)receives : 0;
+    *send_share = (!receives && sends) ? dt / (uint64_t)sends : 0;
+}
+
+int sg_req_complete(MPI_Request r, const MPI_Status *st, uint32_t vertex, uint64_t recv_wait_ns,
+                    uint64_t send_wait_ns) {
     if (r == MPI_REQUEST_NULL)
         return 0;
     lock(&req_lock_);
@@ -204,6 +220,7 @@ int sg_req_complete(MPI_Request r, const MPI_Status *st, uint32_t vertex, uint64
     if (!q.persistent)
         req_delete(s);
     unlock(&req_lock_);
+    uint64_t wait_ns = q.kind == SG_DEP_SEND ? send_wait_ns : recv_wait_ns;
 
     struct sg_thread *t = sg_thread_self();
     if (!sg_take_dep(t))

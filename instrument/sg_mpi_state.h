@@ -17,9 +17,16 @@ void sg_win_forget(MPI_Win win) SG_HIDDEN;
 /* a posted non-blocking operation, kept until the Wait/Test that completes it */
 void sg_req_post(MPI_Request req, int kind, int32_t peer, int32_t tag, int32_t comm_index,
                  int64_t bytes, int persistent) SG_HIDDEN;
-/* record the dependence of a completed request at `vertex`; returns 1 if the request was known */
-int sg_req_complete(MPI_Request req, const MPI_Status *st, uint32_t vertex, uint64_t wait_ns) SG_HIDDEN;
-int sg_req_known(MPI_Request req) SG_HIDDEN;
+/* record the dependence of a completed request at `vertex`, blocked for recv_wait_ns if it is a
+ * receive or collective, send_wait_ns if a send; returns 1 if the request was known */
+int sg_req_complete(MPI_Request req, const MPI_Status *st, uint32_t vertex, uint64_t recv_wait_ns,
+                    uint64_t send_wait_ns) SG_HIDDEN;
+int sg_req_kind(MPI_Request req) SG_HIDDEN;   /* SG_DEP_* of a posted request, -1 if unknown */
+/* A multi-completion blocks until its last request is done, and that is the data it waited for: its
+ * time goes to the receives and collectives it completed, in equal shares, and to the sends only when
+ * it completed nothing else. reqs[idx[i]] (or reqs[i] without idx), i < n, are the completed ones. */
+void sg_wait_shares(const MPI_Request *reqs, const int *idx, int n, uint64_t dt, uint64_t *recv_share,
+                    uint64_t *send_share) SG_HIDDEN;
 void sg_req_forget(MPI_Request req, uint32_t vertex) SG_HIDDEN;
 
 void sg_mpi_after_init(void) SG_HIDDEN;

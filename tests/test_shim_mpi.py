@@ -116,6 +116,11 @@ def test_exact_calls_and_dependences(programs, tmp_path, px, py):
     assert np.all(prof.time[mpi] > 0) and np.all(prof.wait <= prof.time + 1e-12)
     assert np.all(prof.wait[:, ISEND] == 0) and np.all(prof.wait[:, WAITALL] > 0)
     assert np.all(prof.deps["wait"] >= 0)
+    # a Waitall's blocked time goes to the receives it completed, not to its sends
+    for r in range(size):
+        at = prof.deps[(prof.deps["rank"] == r) & (prof.deps["vertex"] == WAITALL)]
+        assert np.all(at["wait"][at["kind"] == DEP_SEND] == 0)
+        assert at["wait"][at["kind"] == DEP_RECV].sum() == pytest.approx(prof.wait[r, WAITALL], abs=1e-7)
 
 
 def test_samples_land_in_the_loop_that_burns_the_time(programs, tmp_path):
