@@ -144,3 +144,41 @@ def test_full_analysis_of_rma_traces_conserves_waiting_time(seed):
             pytest.approx(cl["waiting_time"], rel=1e-9, abs=1e-12)
         tree = {p["key"]: p["seconds"] for p in rep["patterns"]}
         assert tree["rma"] <= tree["mpi"] + 1e-9
+
+
+def ring_trace(p: int, iterations: int, seed: int = 1) -> tm.Trace:
+    """A large synthetic RMA trace built with numpy: p ranks x `iterations` of (fence, put to the right,
+    fence, post for the left, start to the right, put, complete, wait) with random call times."""
+    names = ["MPI_Win_fence", "MPI_Put", "MPI_Win_post", "MPI_Win_start", "MPI_Win_complete", "MPI_Win_wait"]
+    rng = np.random.default_rng(seed)
+    events = []
+    for r in range(p):
+        right, left = (r + 1) % p, (r - 1) % p
+        one = [(0, -1, tm.RMA_SYNC), (1, right, tm.RMA_PUT), (0, -1, tm.RMA_SYNC), (2, left, tm.RMA_SYNC),
+               (3, right, tm.RMA_SYNC), (1, right, tm.RMA_PUT), (4, -1, tm.RMA_SYNC), (5, -1, tm.RMA_SYNC)]
+        n = len(one) * iterations
+        t = np.cumsum(rng.exponential(1e-3, 2 * n)).reshape(n, 2)
+        reg, peer, kind = (np.tile([c[i] for c in one], iterations) for i in range(3))
+        ev = tm.make_events(3 * n)
+        ev["time"][0::3], ev["time"][1::3], ev["time"][2::3] = t[:, 0], t[:, 0], t[:, 1]
+        ev["kind"][0::3], ev["kind"][1::3], ev["kind"][2::3] = tm.ENTER, kind, tm.EXIT
+        ev["region"][0::3], ev["region"][2::3] = reg, reg
+        ev["peer"][1::3], ev["comm"][1::3] = peer, WIN
+        events.append(ev)
+    return tm.Trace(regions=[tm.Region(x, "MPI") for x in names], comms={0: list(range(p))}, events=events,
+                    windows={WIN: 0})
+
+
+def test_ring_trace_counts_every_pair():
+    # GATS: one pair per rank and iteration, all needed (everyone puts to its right neighbour).
+    # Fences: 2 per iteration, all but the first close an epoch and count p - 1 pairs per rank.
+    #   the second fence of an iteration closes the fence epoch: only the left neighbour accessed l,
+    #   p - 2 unneeded per rank;  the first fence of iterations 1.. closes an epoch whose only ops
+    #   belong to GATS epochs: p - 1 unneeded = (p - 2) + 1 per rank
+    p, it = 5, 40
+    fwd = forward.forward_replay(forward.build_context(ring_trace(p, it)))
+    cube = fwd.cube.sum(axis=(1, 2))
+    fence_closing = 2 * it - 1
+    assert cube[patterns.PATTERN_INDEX["rma_pairwise_sync"]] == p * it + fence_closing * p * (p - 1)
+    assert cube[patterns.PATTERN_INDEX["rma_unneeded_sync"]] == fence_closing * p * (p - 2) + \
+        (it - 1) * p          # the fence after each GATS exchange closes an epoch without fence ops
