@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from conftest import require_tool
-from scalgraph.io.profile_file import read_run
+from scalgraph.io.profile_file import read_rank_file, read_run, written_by
 from scalgraph.model.profile import DEP_COLL, DEP_RECV, DEP_SEND
 
 BIN = Path(sys.executable).parent
@@ -340,3 +340,11 @@ def test_bad_settings_are_named_and_the_defaults_used(programs, tmp_path):
     assert "scalgraph: SCALGRAPH_COMM_SAMPLE='2' is not a number from 0 to 1; using 1" in res.stderr
     prof = read_run(tmp_path / "prof")
     assert prof.meta["hz"] == pytest.approx(200.0) and prof.meta["comm_sample"] == 1.0 and len(prof.deps) > 0
+
+
+def test_file_is_written_by_mpi_abort(programs, tmp_path):
+    res = run(programs / "with_shim", 2, [2, 1, ITERS, 1000, 1000, "abort"], tmp_path / "prof", check=False)
+    assert res.returncode != 0
+    rec = read_rank_file(tmp_path / "prof" / "rank-1.sgp")
+    assert written_by(rec["flags"]) == "abort"
+    assert rec["calls"][FINALIZE] == 1 and rec["calls"][WAITALL] == ITERS   # the Abort call itself counted

@@ -1,6 +1,6 @@
 /* Test program for the shim (tests/test_shim_mpi.py): hand-written probes and PSG tables, the way
  * the compile wrapper would generate them, around known communication patterns.
- *   usage: patterns PX PY ITERS BURN_A BURN_B [late|exit|hang|hang1]
+ *   usage: patterns PX PY ITERS BURN_A BURN_B [late|exit|abort|hang|hang1]
  * late: rank 1 sleeps 0.3 s before the ring; exit: leave without MPI_Finalize; hang: every rank waits to be killed; hang1: ranks > 0 do.
  * Vertices (pre-order):      main template locals:      burn template locals:
  *   0 main                    0 FUNCTION                  0 FUNCTION
@@ -168,6 +168,10 @@ int main(int argc, char **argv) {
     fflush(stdout);
     if (strcmp(mode, "exit") == 0)
         exit(0);   /* no MPI_Finalize: the file is written at exit */
+    if (strcmp(mode, "abort") == 0 && rank == 1) {
+        sg_cur = L_FINALIZE;
+        MPI_Abort(MPI_COMM_WORLD, 3);
+    }
     if (strcmp(mode, "hang") == 0 || (strcmp(mode, "hang1") == 0 && rank > 0)) {
         printf("pid %d %ld\n", rank, (long)getpid());
         fflush(stdout);
