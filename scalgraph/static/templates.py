@@ -297,46 +297,51 @@ def attach_lines(verts: list[dict], instr_local: dict[tuple[int, int], int], fn:
     MPI, CALL and INDIRECT vertices take their call's own line (inside an inlined function, the
     line there).  Structures and COMPs span their subtree's lines *at their own inlining level*: a
     loop of main that contains code inlined from a helper spans main's lines (the helper's code
-    counts at its call site), while a loop inlined from the helper spans the helper's lines."""
+    counts at its call site), while a loop inlined from the helper spans the helper's lines.
+    Spans are kept per inlining level and merged bottom-up, so the cost is linear in the code."""
     parent = [v["parent"] for v in verts]
     leaf = [v["kind"] in ("MPI", "CALL", "INDIRECT") for v in verts]
-    located = []
     level = [1 << 30] * len(verts)          # inlining depth of each vertex's own code
+    # acc[v][c] = {file: [first, last]} of v's subtree seen at inlining level c; mids[v][c] = a
+    # DILocation there (to name the function of inlined code)
+    acc: list[dict[int, dict[str, list[int]]]] = [{} for _ in verts]
+    mids: list[dict[int, int]] = [{} for _ in verts]
+    own: list[tuple[str, int, int] | None] = [None] * len(verts)    # a leaf's own location
     for (b, idx), local in instr_local.items():
         chain = dbg.chain(fn.blocks[b].instrs[idx].dbg)
         if chain[0][1] <= 0:
             continue
-        located.append((local, chain))
-        level[local] = min(level[local], len(chain) - 1)
-    for local in range(len(verts) - 1, 0, -1):      # a structure without code of its own: its children's
-        level[parent[local]] = min(level[parent[local]], level[local])
-    spans: list[dict[str, list[int]]] = [{} for _ in verts]
-    where: list[int] = [-1] * len(verts)       # a DILocation of the vertex's own code, at its level
-    for local, chain in located:
         depth = len(chain) - 1
-        if leaf[local]:
-            _widen(spans[local], chain[0][0], chain[0][1], chain[0][1])
-            where[local] = chain[0][2] if where[local] < 0 else where[local]
-        v = local
-        while v >= 0:
-            if not leaf[v]:
-                file, line, mid = chain[max(0, min(depth, depth - level[v]))]
-                if line > 0:
-                    _widen(spans[v], file, line, line)
-                    if where[v] < 0:
-                        where[v] = mid
-            v = parent[v]
-            if v >= 0 and verts[v]["kind"] not in ("FUNCTION", "LOOP", "BRANCH"):
-                break
-    if home_line > 0:
-        _widen(spans[0], home_file, home_line, home_line)
-    for i, (v, span) in enumerate(zip(verts, spans)):
+        level[local] = min(level[local], depth)
+        if leaf[local] and own[local] is None:
+            own[local] = chain[0]
+        for c in range(depth + 1):
+            file, line, mid = chain[depth - c]
+            if line > 0:
+                _widen(acc[local].setdefault(c, {}), file, line, line)
+                mids[local].setdefault(c, mid)
+    structure = [v["kind"] in ("FUNCTION", "LOOP", "BRANCH") for v in verts]
+    for local in range(len(verts) - 1, 0, -1):      # children come after parents in pre-order
+        p = parent[local]
+        level[p] = min(level[p], level[local])      # a structure without code of its own: its children's
+        if structure[p]:
+            for c, span in acc[local].items():
+                into = acc[p].setdefault(c, {})
+                for file, (a, z) in span.items():
+                    _widen(into, file, a, z)
+                mids[p].setdefault(c, mids[local][c])
+    for i, v in enumerate(verts):
+        if leaf[i] and own[i] is not None:
+            span, where = {own[i][0]: [own[i][1], own[i][1]]}, own[i][2]
+        else:
+            span, where = acc[i].get(level[i], {}), mids[i].get(level[i], -1)
+        if i == 0 and home_line > 0:
+            _widen(span, home_file, home_line, home_line)
         file = home_file if home_file in span else (min(span) if span else home_file)
         a, z = span.get(file, (0, 0))
         v["file"], v["first"], v["last"] = file, a, z
-        inlined = level[i] > 0
-        if i > 0 and inlined and where[i] >= 0:     # code inlined from another function: say which
-            name = dbg.function_of(where[i])
+        if i > 0 and level[i] > 0 and where >= 0:   # code inlined from another function: say which
+            name = dbg.function_of(where)
             if name:
                 v["function"] = name
 
