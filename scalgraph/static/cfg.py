@@ -219,9 +219,15 @@ def _nest(cf: ControlFlow, nblocks: int) -> None:
             r.parent = around[k - 1] if k > 0 else -1
         else:
             r.parent = around[-1] if around else -1
-    for r in regs:                      # loop depth = number of enclosing loops, the region's own included
-        d, p = (1 if r.kind == LOOP else 0), r.parent
-        while p >= 0:
-            d += regs[p].kind == LOOP
-            p = regs[p].parent
-        r.depth = d
+    done = [False] * len(regs)
+    for i in order:                     # loop depth = number of enclosing loops, the region's own included
+        r, p = regs[i], regs[i].parent
+        if p >= 0 and done[p]:          # parents come first in `order` (they are larger)
+            r.depth = regs[p].depth + (r.kind == LOOP)
+        else:
+            d = 1 if r.kind == LOOP else 0
+            while p >= 0:
+                d += regs[p].kind == LOOP
+                p = regs[p].parent
+            r.depth = d
+        done[i] = True
