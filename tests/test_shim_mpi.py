@@ -348,3 +348,25 @@ def test_file_is_written_by_mpi_abort(programs, tmp_path):
     rec = read_rank_file(tmp_path / "prof" / "rank-1.sgp")
     assert written_by(rec["flags"]) == "abort"
     assert rec["calls"][FINALIZE] == 1 and rec["calls"][WAITALL] == ITERS   # the Abort call itself counted
+
+
+def test_ld_preload_into_an_unmodified_program(tmp_path):
+    """No probes, no relinking: every call lands on the root vertex, counts and peers exact."""
+    require_tool(MPICC is not None and MPIEXEC is not None, "no MPI (mpicc/mpiexec)")
+    from scalgraph.runtime.shim import shim_library
+    src = tmp_path / "ring.c"
+    src.write_text("#include <mpi.h>\n#include <stdio.h>\nint main(int c, char **v) {\n"
+                   "  int r, n, x = 0; MPI_Init(&c, &v); MPI_Comm_rank(MPI_COMM_WORLD, &r);\n"
+                   "  MPI_Comm_size(MPI_COMM_WORLD, &n);\n"
+                   "  for (int i = 0; i < 3; i++) MPI_Sendrecv_replace(&x, 1, MPI_INT, (r + 1) % n, 4,\n"
+                   "      (r + n - 1) % n, 4, MPI_COMM_WORLD, MPI_STATUS_IGNORE);\n"
+                   "  printf(\"%d\\n\", r); MPI_Finalize(); return 0; }\n")
+    subprocess.run([MPICC, str(src), "-o", str(tmp_path / "ring")], check=True)
+    res = run(tmp_path / "ring", 3, [], tmp_path / "prof", env={"LD_PRELOAD": str(shim_library(MPICC))})
+    assert sorted(res.stdout.split()) == ["0", "1", "2"]
+    prof = read_run(tmp_path / "prof")
+    assert prof.nvertices == 1 and prof.psg_hash == "" and prof.calls[:, 0].tolist() == [5, 5, 5]
+    rows = {(int(d["rank"]), int(d["kind"]), int(d["peer"]), int(d["count"])) for d in prof.deps
+            if d["kind"] != DEP_COLL}
+    assert rows == {(r, k, (r + 1) % 3 if k == DEP_SEND else (r - 1) % 3, 3)
+                    for r in range(3) for k in (DEP_SEND, DEP_RECV)}
