@@ -72,10 +72,18 @@ def _sum_to_root(comm, arr: np.ndarray) -> np.ndarray | None:
 def replay(comm, path: str, top: int = 10, source: str = "") -> dict | None:
     """The whole parallel replay; returns the report on process 0, None elsewhere."""
     from scalgraph.trace import forward, report
-    me, nprocs = comm.Get_rank(), comm.Get_size()
     trace, counts, bounds = _agree(comm, read_block, path, comm)
     if len(counts) == 0:
         raise UserError("the trace has no locations; nothing to analyse")
+    # more analysis processes than ranks: the surplus ones (always the last) sit this one out
+    active = np.flatnonzero(np.diff(bounds) > 0)
+    if len(active) < comm.Get_size():
+        from mpi4py import MPI
+        sub = comm.Split(0 if comm.Get_rank() < len(active) else MPI.UNDEFINED, comm.Get_rank())
+        if sub == MPI.COMM_NULL:
+            return None
+        comm, bounds = sub, bounds[:len(active) + 1]
+    me, nprocs = comm.Get_rank(), comm.Get_size()
     part: Partial = _agree(comm, build_partial, comm, trace, counts, bounds)
     ctx = part.ctx
     p = part.nranks
@@ -198,6 +206,10 @@ def main(argv=None) -> int:
         if comm.Get_rank() == 0:
             print(f"scalgraph: error: {e}", file=sys.stderr)
         return 2
+    except Exception:                # a bug: the other processes would wait forever in a collective
+        import traceback
+        traceback.print_exc()
+        comm.Abort(1)
     if result is not None:
         if args.json:
             report.write_json(result, sys.stdout)
