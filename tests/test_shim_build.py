@@ -75,3 +75,11 @@ def test_cdef_region_is_what_cffi_parses():
     ffi = cffi.FFI()
     ffi.cdef(shim.header_cdef())
     assert ffi.sizeof("struct sg_dep_record") == 48
+
+
+def test_missing_c_sources_are_a_user_error(tmp_path, monkeypatch):
+    require_tool(MPICC is not None, "no mpicc")
+    monkeypatch.setenv("SCALGRAPH_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(shim, "INSTRUMENT_DIR", tmp_path / "no-instrument")
+    with pytest.raises(UserError, match="shim's C sources are not in .*no-instrument"):
+        shim.shim_library(MPICC)

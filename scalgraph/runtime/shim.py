@@ -50,6 +50,11 @@ def _sources_digest(names) -> hashlib._Hash:
 
 
 def _build(compiler: list[str], sources, defines, key: str, what: str) -> pathlib.Path:
+    missing = [s for s in sources if not (INSTRUMENT_DIR / s).is_file()]
+    if missing or not HEADER.is_file():
+        what_is_missing = ", ".join(missing) or HEADER.name
+        raise UserError(f"the shim's C sources are not in {INSTRUMENT_DIR} (missing {what_is_missing}); "
+                        "install scalgraph from its source tree (`pip install -e .`)")
     out_dir = cache_dir() / f"{what}-{key}"
     lib = out_dir / LIB_NAME
     if lib.is_file():
