@@ -204,7 +204,7 @@ def main(argv=None) -> int:
         result = replay(comm, args.trace, top=args.top, source=args.source or args.trace)
     except UserError as e:
         if comm.Get_rank() == 0:
-            print(f"scalgraph: error: {e}", file=sys.stderr)
+            print(f"scalgraph trace: {e}", file=sys.stderr)
         return 2
     except Exception:                # a bug: the other processes would wait forever in a collective
         import traceback
