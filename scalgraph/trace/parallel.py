@@ -69,9 +69,23 @@ def _sum_to_root(comm, arr: np.ndarray) -> np.ndarray | None:
     return out
 
 
+PHASE_SECONDS: dict[str, float] = {}   # wall time per phase of the last replay in this process
+
+
+def _phase(name: str) -> None:
+    import time
+    now = time.perf_counter()
+    last = PHASE_SECONDS.pop("_t", None)
+    if last is not None:
+        PHASE_SECONDS[name] = now - last
+    PHASE_SECONDS["_t"] = now
+
+
 def replay(comm, path: str, top: int = 10, source: str = "") -> dict | None:
     """The whole parallel replay; returns the report on process 0, None elsewhere."""
     from scalgraph.trace import forward, report
+    PHASE_SECONDS.clear()
+    _phase("")
     trace, counts, bounds = _agree(comm, read_block, path, comm)
     if len(counts) == 0:
         raise UserError("the trace has no locations; nothing to analyse")
@@ -84,7 +98,9 @@ def replay(comm, path: str, top: int = 10, source: str = "") -> dict | None:
             return None
         comm, bounds = sub, bounds[:len(active) + 1]
     me, nprocs = comm.Get_rank(), comm.Get_size()
+    _phase("read")
     part: Partial = _agree(comm, build_partial, comm, trace, counts, bounds)
+    _phase("skeleton")
     ctx = part.ctx
     p = part.nranks
 
@@ -96,7 +112,9 @@ def replay(comm, path: str, top: int = 10, source: str = "") -> dict | None:
     ncp = len(g_parent)
 
     # forward
+    _phase("callpaths")
     fwd = _agree(comm, forward.forward_replay, ctx)
+    _phase("forward")
     own = part.mine(fwd.waits["rank"])
     waits = fwd.waits[own]
     cube = _sum_to_root(comm, ph.to_global(fwd.cube, part, cpmap, ncp))
@@ -110,6 +128,7 @@ def replay(comm, path: str, top: int = 10, source: str = "") -> dict | None:
     inst = comm.gather(ph.top_instances(part, waits, cpmap, n_inst), root=0)
     stats = comm.gather((viol, span), root=0)
 
+    _phase("forward_reduce")
     # backward: delay costs
     sync = waits[patterns.SYNC_PATTERNS[waits["pattern"]]]
     dwaits = sync[sync["causer"] >= 0]
@@ -119,6 +138,7 @@ def replay(comm, path: str, top: int = 10, source: str = "") -> dict | None:
     g = comm.gather((ph.wait_ids(part, dwaits), dwaits["wait"].astype(float),
                      t[dwaits["op"]] + dwaits["wait"], m_rows, m_cols, m_vals, need), root=0)
     solved, err = None, None
+    _phase("delay_local")
     if me == 0:
         try:
             solved = ph.solve_gamma(g)
@@ -136,20 +156,25 @@ def replay(comm, path: str, top: int = 10, source: str = "") -> dict | None:
     long_ = _sum_to_root(comm, long_)
     sums = _sum_to_root(comm, sums)
 
+    _phase("delay_gamma")
     # backward: critical path
     fin_t, last, busy = ph.end_candidates(part)
     cand = comm.allgather((fin_t, last, busy))
     end_rank = ph.pick_end_rank(*(np.concatenate([c[i] for c in cand]) for i in range(3)))
-    segs = ph.walk(comm, part, sync, end_rank)
-    profile, t_l = ph.path_profiles(part, fwd.excl_time, sync, segs, cpmap, ncp)
+    tables = comm.gather(ph.jump_table(part, sync), root=0)
+    path = ph.walk(tables, p, end_rank) if me == 0 else None
+    segs = comm.bcast(path, root=0)
+    _phase("cp_walk")
+    own_segs = [s for s in segs if part.lo <= s[0] < part.hi]
+    profile, t_l = ph.path_profiles(part, fwd.excl_time, sync, own_segs, cpmap, ncp)
     profile = _sum_to_root(comm, profile)
     t_l = _sum_to_root(comm, t_l)
-    segs = comm.gather(segs, root=0)
+    _phase("cp_profiles")
     if me != 0:
         return None
 
     ids, omega, gamma = solved
-    cp = ph.critical_path_result([s for x in segs for s in x], profile, t_l)
+    cp = ph.critical_path_result(segs, profile, t_l)
     dw = np.zeros(len(omega), patterns.WAIT_DTYPE)
     dw["wait"] = omega
     short_cp, long_cp = short.sum(axis=0), long_.sum(axis=0)

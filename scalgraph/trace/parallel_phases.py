@@ -231,63 +231,51 @@ def pick_end_rank(fin_t: np.ndarray, last: np.ndarray, busy: np.ndarray) -> int:
     return int(np.lexsort((busy, last))[-1])
 
 
-def walk(comm, part: Partial, sync: np.ndarray, end_rank: int) -> list[tuple]:
-    """This process's share of critical_path.walk: (step, rank, start, end) segments.  A token
-    (rank, time, step) travels to the process owning the rank the path continues on; the process
-    that reaches the start of the path tells everyone to stop."""
+def jump_table(part: Partial, sync: np.ndarray) -> tuple[np.ndarray, ...]:
+    """Own ranks' share of what the critical-path walk reads: per wait with a critical-path causer
+    (rank, end of the wait, causer rank), and per own rank its first and last event time."""
     ctx = part.ctx
     waits = sync[sync["cp_causer"] >= 0]
     end = ctx.time[waits["op"]] + waits["wait"]
-    per_rank = {}
-    for r in range(part.lo, part.hi):
-        sel = np.flatnonzero(waits["rank"] == r)
-        sel = sel[np.argsort(end[sel], kind="stable")]
-        per_rank[r] = (end[sel], sel)
     off = ctx.flat.offsets
-    used = np.zeros(len(waits), bool)
-    segs: list[tuple] = []
-    me, nprocs = comm.Get_rank(), comm.Get_size()
-    token = None
-    if part.lo <= end_rank < part.hi:
-        token = (end_rank, float(ctx.time[off[end_rank + 1] - 1]), 0)
-    while True:
-        if token is None:
-            token = comm.recv(source=MPI_ANY_SOURCE(), tag=_TAG)
-            if token == "done":
-                return segs
-        rank, t, step = token
-        while part.lo <= rank < part.hi:
-            ends, idx = per_rank[rank]
-            j = int(np.searchsorted(ends, t, side="right")) - 1
-            while j >= 0 and used[idx[j]]:
-                j -= 1
-            if j < 0:
-                first = ctx.time[off[rank]] if off[rank + 1] > off[rank] else 0.0
-                segs.append((step, rank, min(float(first), t), t))
-                for q in range(nprocs):
-                    if q != me:
-                        comm.send("done", dest=q, tag=_TAG)
-                return segs
-            w = idx[j]
-            used[w] = True
-            segs.append((step, rank, float(ends[j]), t))
-            rank, t, step = int(waits["cp_causer"][w]), float(ends[j]), step + 1
-        comm.send((rank, t, step), dest=int(part.owner_of(np.array([rank]))[0]), tag=_TAG)
-        token = None
+    first = np.array([ctx.time[off[r]] if off[r + 1] > off[r] else 0.0 for r in range(part.lo, part.hi)])
+    last = np.array([ctx.time[off[r + 1] - 1] if off[r + 1] > off[r] else 0.0 for r in range(part.lo, part.hi)])
+    return waits["rank"].astype(np.int64), end, waits["cp_causer"].astype(np.int64), first, last
 
 
-_TAG = 71
-
-
-def MPI_ANY_SOURCE() -> int:
-    from mpi4py import MPI
-    return MPI.ANY_SOURCE
+def walk(tables: list[tuple], nranks: int, end_rank: int) -> list[tuple]:
+    """Process 0: critical_path.walk's loop over the gathered jump tables (the walk is a chain with
+    one step per wait on the path, so it runs where the small per-wait table is, instead of
+    handing a token between processes at every jump).  Returns (rank, start, end), latest first."""
+    rank_of = np.concatenate([t[0] for t in tables])
+    end = np.concatenate([t[1] for t in tables])
+    causer = np.concatenate([t[2] for t in tables])
+    first = np.concatenate([t[3] for t in tables])
+    last = np.concatenate([t[4] for t in tables])
+    order = np.lexsort((end, rank_of))                  # per rank by end, stable like the serial sort
+    bounds = np.searchsorted(rank_of[order], np.arange(nranks + 1))
+    used = np.zeros(len(end), bool)
+    rank, t = end_rank, float(last[end_rank])
+    segs = []
+    for _ in range(len(end) + 1):
+        idx = order[bounds[rank]:bounds[rank + 1]]
+        j = int(np.searchsorted(end[idx], t, side="right")) - 1
+        while j >= 0 and used[idx[j]]:                  # a wait already passed (degenerate equal times)
+            j -= 1
+        if j < 0:
+            segs.append((rank, min(float(first[rank]), t), t))
+            break
+        w = idx[j]
+        used[w] = True
+        segs.append((rank, float(end[w]), t))
+        rank, t = int(causer[w]), float(end[w])
+    return segs
 
 
 def path_profiles(part: Partial, fwd_excl: np.ndarray, sync: np.ndarray, segs: list[tuple], cpmap, ncp: int):
     """Own ranks: [call path, rank] time on the path, and non-waiting time t_l (critical_path.py)."""
     ctx, p = part.ctx, part.nranks
-    seg = np.array([s[1:] for s in segs], float).reshape(-1, 3)
+    seg = np.array(segs, float).reshape(-1, 3)
     seg_rank = seg[:, 0].astype(np.int64)
     (ids, cps, vals), _ = delay.processing_profiles(ctx, sync, seg_rank, seg[:, 1], seg[:, 2])
     profile = np.zeros((ncp, p))
@@ -300,8 +288,7 @@ def path_profiles(part: Partial, fwd_excl: np.ndarray, sync: np.ndarray, segs: l
 
 
 def critical_path_result(segs: list[tuple], profile: np.ndarray, t_l: np.ndarray) -> CriticalPath:
-    segs = sorted(segs)
-    seg = np.array([s[1:] for s in segs], float).reshape(-1, 3)
+    seg = np.array(segs, float).reshape(-1, 3)
     return CriticalPath(seg_rank=seg[:, 0].astype(np.int64), seg_start=seg[:, 1], seg_end=seg[:, 2],
                         profile=profile, time=t_l,
                         imbalance=waitops.imbalance_indicator(profile.sum(axis=1), t_l),

@@ -1,0 +1,115 @@
+"""Parallel replay speed-up: the same synthetic trace replayed by 1, 2 and 4 analysis processes
+(`python -m scalgraph.trace.parallel` under mpiexec), side by side in one run, with the serial
+engine as the reference for the numbers.
+
+    .venv/bin/python benchmarks/bench_parallel_replay.py            # 1e6 events, 64 ranks
+    .venv/bin/python benchmarks/bench_parallel_replay.py --large    # 1e7 events (minutes, GiBs)
+
+The trace is bench_replay.py's halo exchange (24 events per rank and iteration), written once in
+the own binary format to a temporary directory; each process reads only its block of ranks.
+Reported per run: wall time of the whole mpiexec run (start-up and reading included), the replay's
+wall time (slowest process, reading included), speed-up against 1 process, and the peak RSS of the
+largest process.  On a machine with fewer cores than processes the runs are oversubscribed and the
+speed-up is bounded by the core count; the table says how many cores there were.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import pathlib
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+
+from bench_replay import synthetic_trace  # noqa: E402
+
+DRIVER = """
+import json, resource, sys, time
+from mpi4py import MPI
+comm = MPI.COMM_WORLD
+comm.Barrier()
+t0 = time.perf_counter()
+from scalgraph.trace.parallel import replay
+rep = replay(comm, sys.argv[1], top=10, source=sys.argv[1])
+wall = time.perf_counter() - t0
+rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+stats = comm.gather((wall, rss), root=0)
+if comm.Get_rank() == 0:
+    print(json.dumps({"wall": max(s[0] for s in stats), "rss": [s[1] for s in stats],
+                      "waiting": rep["delay"]["classification"]["waiting_time"],
+                      "delay": sum(c["seconds"] for c in rep["delay"]["root_causes"]),
+                      "cp": rep["critical_path"]["length"], "time": rep["total_time"]}))
+"""
+
+SERIAL = """
+import json, resource, sys, time
+t0 = time.perf_counter()
+from scalgraph.io.trace_read import read_trace
+from scalgraph.commands.trace import analyse
+rep = analyse(read_trace(sys.argv[1], validate=False), clock_correction=False, source=sys.argv[1])
+print(json.dumps({"wall": time.perf_counter() - t0, "rss": [resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024],
+                  "waiting": rep["delay"]["classification"]["waiting_time"],
+                  "delay": sum(c["seconds"] for c in rep["delay"]["root_causes"]),
+                  "cp": rep["critical_path"]["length"], "time": rep["total_time"]}))
+"""
+
+
+def mpiexec() -> str:
+    here = pathlib.Path(sys.executable).parent / "mpiexec"
+    return str(here) if here.exists() else shutil.which("mpiexec")
+
+
+def run(cmd: list[str]) -> tuple[dict, float]:
+    t0 = time.perf_counter()
+    res = subprocess.run(cmd, capture_output=True, text=True)
+    total = time.perf_counter() - t0
+    if res.returncode != 0:
+        sys.exit(f"{' '.join(cmd[:4])} ... failed:\n{res.stderr[-2000:]}")
+    return json.loads(res.stdout.strip().splitlines()[-1]), total
+
+
+def same(a: dict, b: dict) -> bool:
+    return all(abs(a[k] - b[k]) <= 1e-9 * max(1.0, abs(a[k])) for k in ("waiting", "delay", "cp", "time"))
+
+
+def bench(nevents: int, nranks: int, procs: list[int], tmp: str) -> None:
+    path = os.path.join(tmp, f"synthetic_{nevents}.sgt")
+    trace = synthetic_trace(nevents, nranks)
+    n = sum(len(e) for e in trace.events)
+    from scalgraph.io.trace_binary import write_binary
+    write_binary(trace, path)
+    del trace
+    cores = os.cpu_count()
+    print(f"\n{n} events, {nranks} ranks, {os.path.getsize(path) / 2**20:.0f} MiB trace; {cores} cores "
+          f"(runs with more processes than cores are oversubscribed)")
+    print(f"{'':>14} {'run wall s':>10} {'replay s':>9} {'speed-up':>8} {'peak RSS MiB/proc':>18} {'same numbers':>12}")
+    ref, total = run([sys.executable, "-c", SERIAL, path])
+    print(f"{'serial engine':>14} {total:10.2f} {ref['wall']:9.2f} {'':>8} {max(ref['rss']):18.0f} {'reference':>12}")
+    base = None
+    for p in procs:
+        m, total = run([mpiexec(), "-n", str(p), sys.executable, "-c", DRIVER, path])
+        base = base or m["wall"]
+        over = " (oversubscribed)" if cores and p > cores else ""
+        print(f"{p:>3} processes {total:10.2f} {m['wall']:9.2f} {base / m['wall']:7.2f}x {max(m['rss']):18.0f} "
+              f"{'yes' if same(ref, m) else 'NO':>12}{over}")
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--large", action="store_true", help="1e7 events instead of 1e6")
+    ap.add_argument("--events", type=int, default=None, help="any other size")
+    ap.add_argument("--ranks", type=int, default=64)
+    args = ap.parse_args(argv)
+    n = args.events or (10**7 if args.large else 10**6)
+    with tempfile.TemporaryDirectory(prefix="sg_parbench") as tmp:
+        bench(n, args.ranks, [1, 2, 4], tmp)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
