@@ -179,9 +179,12 @@ def _enclosing(ep: Epochs, op, win, target, n) -> np.ndarray:
     Global event indices are rank-major, so (window, target, ENTER index) orders one rank's epochs."""
     if len(ep.first) == 0 or len(op) == 0:
         return np.full(len(op), -1, np.int64)
-    key = (ep.win * (n + 1) + ep.target + 1) * n + ep.first
+    # dense ids of (window, target) keep the combined key small: groups x events
+    groups, gid = np.unique(np.concatenate((ep.win, win)) * (n + 1) + np.concatenate((ep.target, target)) + 1,
+                            return_inverse=True)
+    key = gid[:len(ep.first)] * n + ep.first
     order = np.argsort(key)
-    q = (win * (n + 1) + target + 1) * n + op
+    q = gid[len(ep.first):] * n + op
     j = np.searchsorted(key[order], q, "right") - 1
     e = order[np.maximum(j, 0)]
     ok = (j >= 0) & (ep.win[e] == win) & (ep.target[e] == target) & (ep.first[e] < op) & (op < ep.last[e])
