@@ -291,3 +291,24 @@ def test_the_documented_json_example(tmp_path, capsys):
     rep = json.loads(capsys.readouterr().out)
     late = [i for i in rep["instances"] if i["pattern"] == "Late Post"]
     assert len(late) == 1 and late[0]["rank"] == 0 and late[0]["seconds"] == pytest.approx(4.0)
+
+
+def test_late_post_delay_is_charged_to_the_late_posters_work():
+    # rank 0: f [0, 1], then MPI_Win_start [1, 5.2] waits for rank 1's post (En 5): Late Post 4.
+    # rank 1: f [0, 5], post [5, 5.1]; the wait enters at 7.5, after rank 0's complete (6.5): no Early Wait.
+    # Delay (seed 000): both intervals start at the trace start; p_0 = {f: 1}, p_1 = {f: 5}, so
+    # Δ = {f: 4}, W_1 = 0, s = 1/4 and rank 1's f carries the short-term cost 4 · 1/4 · 4 = 4.
+    from scalgraph.commands.trace import analyse
+    b = Builder(2)
+    b.work(0, 0, 1, "f")
+    call(b, 0, 1, 5.2, "MPI_Win_start", (1,))
+    put(b, 0, 5.5, 6, 1)
+    call(b, 0, 6.5, 7, "MPI_Win_complete")
+    b.work(1, 0, 5, "f")
+    call(b, 1, 5, 5.1, "MPI_Win_post", (0,))
+    call(b, 1, 7.5, 8, "MPI_Win_wait")
+    rep = analyse(build(b), clock_correction=False)
+    causes = rep["delay"]["root_causes"]
+    assert len(causes) == 1 and causes[0]["callpath"] == "f" and causes[0]["ranks"]["max_rank"] == 1
+    assert causes[0]["short_term"] == pytest.approx(4.0) and causes[0]["long_term"] == 0.0
+    assert causes[0]["by_pattern"] == {"Late Post": pytest.approx(4.0)}
