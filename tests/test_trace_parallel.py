@@ -1,6 +1,7 @@
 """Parallel replay over MPI gives the serial engine's report, metric for metric, at 1, 2 and 4
 analysis processes: hand-made traces (every pattern family, sub-communicators, non-blocking calls,
-Waitall, wrong order) and random SPMD-like traces (tests/test_trace_delay.build_random)."""
+Waitall, wrong order, RMA locks) and random traces (SPMD-like from tests/test_trace_delay.build_random,
+one-sided from tests/test_trace_rma_props)."""
 from __future__ import annotations
 
 import json
@@ -17,6 +18,8 @@ from conftest import require_tool
 from scalgraph.io.trace_read import write_trace
 from scalgraph.model import trace as tm
 from test_trace_delay import build_random, figure3
+from test_trace_rma import lock_trace
+from test_trace_rma_props import random_rma_trace
 from tracebuild import Builder
 
 MPIEXEC = pathlib.Path(sys.executable).parent / "mpiexec"
@@ -147,6 +150,8 @@ def traces(tmp_path_factory):
     named = {"figure3": figure3().build(), "wrong_order": wrong_order_and_waitall().build(),
              "collectives": collectives_on_subcommunicators().build()}
     named.update({f"random{i}": t for i, t in enumerate(random_traces(14, seed=7))})
+    named["rma_locks"] = lock_trace()
+    named.update({f"rma{seed}": random_rma_trace(seed) for seed in range(6)})
     paths = {}
     for i, (name, tr) in enumerate(named.items()):
         paths[name] = d / f"{name}.sgt"

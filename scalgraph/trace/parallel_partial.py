@@ -4,7 +4,9 @@ full, plus the *communication skeleton* of the other ranks that its own ranks sy
 The skeleton of a remote rank q, as seen by process P, is every event of q that the serial pattern
 evaluators read when they time a synchronisation of one of P's ranks: q's sends to and receives
 from P's ranks (with the ENTER/EXIT of the call around them and, for MPI_Irecv, the posting call),
-q's collective-end events on every communicator P's ranks belong to (with their calls), and q's last
+q's collective-end events on every communicator P's ranks belong to and q's RMA events on the windows
+of those communicators (with their calls; with passive-target locks in the trace, all of q's MPI
+calls, whose times Wait for Progress reads), and q's last
 event (for calls left open at the end).  Owners select and send these events in one bulk exchange
 (mpi4py alltoall), in their original order, so the serial engine's matching and pattern evaluators
 run unchanged on the partial trace and time every wait state of P's ranks exactly as the serial
@@ -22,6 +24,7 @@ from scalgraph.model import trace as tm
 from scalgraph.trace import forward, matching
 
 _P2P_KINDS = (tm.SEND, tm.ISEND, tm.RECV, tm.IRECV)
+_RMA_KINDS = (tm.RMA_PUT, tm.RMA_GET, tm.RMA_ACC, tm.RMA_SYNC)
 _FILLER = tm.COLL_BEGIN      # a kind no matching step reads: keeps a rank's last time without a region
 
 
@@ -60,13 +63,19 @@ def rank_blocks(counts: np.ndarray, nprocs: int) -> np.ndarray:
     return bounds
 
 
-def _skeleton_for(kind, peer, comm, own_flat, nest, irecv_pair, members_of, lo, hi):
-    """Indices (into the own flat trace) of the events process [lo, hi) needs from our ranks."""
+def _skeleton_for(kind, peer, comm, windows, nest, irecv_pair, members_of, lo, hi, mpi_calls):
+    """Indices (into the own flat trace) of the events process [lo, hi) needs from our ranks:
+    p2p events with a peer there, collective ends on its communicators, and every RMA event on the
+    windows of its communicators (epoch pairing and lock contention need a window's whole history)."""
     in_block = (peer >= lo) & (peer < hi)
     p2p = np.isin(kind, _P2P_KINDS) & in_block
     comms = [c for c, m in members_of.items() if np.any((m >= lo) & (m < hi))]
     coll = (kind == tm.COLL_END) & np.isin(comm, comms)
-    core = np.flatnonzero(p2p | coll)
+    wins = [w for w, c in windows.items() if c in comms or c not in members_of]
+    rma = np.isin(kind, _RMA_KINDS) & np.isin(comm, wins)
+    core = np.flatnonzero(p2p | coll | rma)
+    if mpi_calls is not None and any(c in comms for c in windows.values()):
+        core = np.concatenate((core, mpi_calls))     # passive target: the target's MPI activity
     post = irecv_pair[core[kind[core] == tm.IRECV]]
     core = np.concatenate((core, post[post >= 0]))
     calls = nest.owner[core]
@@ -87,13 +96,17 @@ def build_partial(comm, trace: tm.Trace, counts: np.ndarray, bounds: np.ndarray)
     irecv_pair = matching.match_requests(flat, tm.IRECV_REQUEST, tm.IRECV)
     members_of = {c: np.asarray(m, np.int64) for c, m in trace.comms.items()}
     last = flat.offsets[1:][np.diff(flat.offsets) > 0] - 1
+    mpi_calls = None
+    if any(r.name.startswith("MPI_Win_lock") for r in trace.regions):   # Wait for Progress reads them
+        is_mpi = np.array([r.is_mpi for r in trace.regions] + [False], bool)
+        mpi_calls = np.flatnonzero((kind == tm.ENTER) & is_mpi[ev["region"]])
     outgoing = []
     for q in range(nprocs):
         if q == me or bounds[q] == bounds[q + 1]:
             outgoing.append(None)
             continue
-        idx = np.unique(_skeleton_for(kind, peer, ecomm, flat, nest, irecv_pair, members_of,
-                                      int(bounds[q]), int(bounds[q + 1])))
+        idx = np.unique(_skeleton_for(kind, peer, ecomm, trace.windows, nest, irecv_pair, members_of,
+                                      int(bounds[q]), int(bounds[q + 1]), mpi_calls))
         needed = np.zeros(len(idx), bool) | True
         fill = np.setdiff1d(last, idx)
         idx = np.concatenate((idx, fill))

@@ -28,6 +28,8 @@ _MSG_PATTERNS = {patterns.PATTERN_INDEX[k] for k in ("late_sender", "late_sender
                                                      "late_sender_wrong_order_different",
                                                      "late_sender_wrong_order_same")}
 _LATE_RECEIVER = patterns.PATTERN_INDEX["late_receiver"]
+_COLL_PATTERNS = {patterns.PATTERN_INDEX[k] for k in ("early_reduce", "early_scan", "late_broadcast", "wait_nxn",
+                                                      "nxn_completion", "wait_barrier", "barrier_completion")}
 
 
 def to_global(arr: np.ndarray, part: Partial, cpmap: np.ndarray, ncp: int) -> np.ndarray:
@@ -46,7 +48,8 @@ def wait_ids(part: Partial, waits: np.ndarray) -> np.ndarray:
 def order_keys(part: Partial, rows: np.ndarray) -> np.ndarray:
     """[n, 6] keys whose lexicographic order is the serial engine's row order: pattern, then the
     message order of matching.match_messages (src, dst, tag, comm, send) or the collective order of
-    match_collectives (comm, instance, member column)."""
+    match_collectives (comm, instance, member column); one-sided rows by their call, which is the
+    serial order only up to ties among equal waits."""
     ctx, m = part.ctx, part.ctx.msgs
     keys = np.zeros((len(rows), 6), np.int64)
     keys[:, 0] = rows["pattern"]
@@ -61,7 +64,9 @@ def order_keys(part: Partial, rows: np.ndarray) -> np.ndarray:
         q = (rows["op"][sel] + 1) * n1 + (rows["causer_op"][sel] + 1)
         j = order[np.minimum(np.searchsorted(mk[order], q), len(order) - 1)]
         keys[sel, 1:] = np.stack((m.src[j], m.dst[j], m.tag[j], m.comm[j], part.serial[m.send_evt[j]]), axis=1)
-    coll = ~(is_msg | is_lr)
+    coll = np.isin(rows["pattern"], list(_COLL_PATTERNS))
+    other = ~(is_msg | is_lr | coll)
+    keys[other, 1] = part.serial[rows["op"][other]]     # one-sided: by the waiting call
     if np.any(coll) and ctx.colls:
         ops = np.concatenate([ci.op.ravel() for ci in ctx.colls])
         info = np.concatenate([np.stack((np.full(ci.op.size, ci.comm),
