@@ -132,6 +132,7 @@ int MPI_Abort(MPI_Comm comm, int errorcode) {
         sg_sampler_stop();
         sg_write_profile(NULL, SG_FLAG_ABORT);
     }
+    t->in_mpi = 1;   /* MPICH may finalize inside Abort: that must not rewrite the file as "finalize" */
     return PMPI_Abort(comm, errorcode);
 }
 

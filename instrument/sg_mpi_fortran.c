@@ -330,5 +330,6 @@ void mpi_abort_(F *comm, F *errorcode, F *ierr) {
         sg_sampler_stop();
         sg_write_profile(NULL, SG_FLAG_ABORT);
     }
+    t->in_mpi = 1;
     pmpi_abort_(comm, errorcode, ierr);
 }
