@@ -297,7 +297,7 @@ def test_blocked_time_is_measured_in_seconds(programs, tmp_path, timer):
         assert prof.meta["timer"] == ["clock", "clock"]
     elif CLOCKSOURCE.is_file() and CLOCKSOURCE.read_text().strip() == "tsc":
         assert prof.meta["timer"] == ["tsc", "tsc"]
-    assert 0.29 <= prof.wait[0, RECV] == prof.time[0, RECV] < 0.29 + 0.5 * prof.wall_time
+    assert 0.28 <= prof.wait[0, RECV] == prof.time[0, RECV] < 0.3 + 0.5 * prof.wall_time
     assert prof.deps[(prof.deps["rank"] == 0) & (prof.deps["vertex"] == RECV)]["wait"][0] == \
         pytest.approx(prof.wait[0, RECV])
     assert prof.time[0][prof.calls[0] > 0].sum() <= prof.wall_time

@@ -70,8 +70,12 @@ int main(int argc, char **argv) {
     sg_cur = L_CALL_B;
     burn(burn_b);
 
-    if (strcmp(mode, "late") == 0 && rank == 1)
-        usleep(300000);   /* rank 0 waits for it in the ring's first receive */
+    if (strcmp(mode, "late") == 0) {
+        sg_cur = L_BARRIER;
+        MPI_Barrier(MPI_COMM_WORLD);   /* start together, then */
+        if (rank == 1)
+            usleep(300000);            /* rank 0 waits for rank 1 in the ring's first receive */
+    }
 
     /* ring: 100 ints to the right, from the left; even ranks send first (not alone: a blocking
      * send to oneself may never return) */
