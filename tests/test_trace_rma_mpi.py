@@ -1,10 +1,10 @@
 """End to end on a real MPI run: four mpi4py ranks under the real mpiexec do a fence exchange and a
-post/start/complete/wait ring exchange on one window, rank LATE sleeps D seconds before its
-MPI_Win_post, and every rank records its own RMA calls with time.perf_counter (CLOCK_MONOTONIC,
+post/start/complete/wait ring exchange on one window, rank FENCE_LATE works D seconds longer before
+the closing fence, rank LATE sleeps D seconds before its MPI_Win_post, and every rank records its own RMA calls with time.perf_counter (CLOCK_MONOTONIC,
 one clock for all processes of the machine) in the event sequences of docs/rma-patterns.md.
 Rank 0 writes the trace as JSON and `scalgraph trace --json` must find the Late Post on the origin
-of LATE (rank LATE - 1, the only rank that accesses LATE) with about D seconds, and the Early Wait
-that the late complete causes on LATE + 1."""
+of LATE (rank LATE - 1, the only rank that accesses LATE) with about D seconds, the Early Wait
+that the late complete causes on LATE + 1, and Wait at Fence of about D on every rank but FENCE_LATE."""
 from __future__ import annotations
 
 import importlib.util
@@ -22,6 +22,7 @@ from scalgraph import cli
 BIN = pathlib.Path(sys.executable).parent
 D = 0.3
 LATE = 2
+FENCE_LATE = 3
 
 PROGRAM = r'''
 import sys, time
@@ -30,7 +31,7 @@ import numpy as np
 from scalgraph.model import trace as tm
 from scalgraph.io.trace_read import write_trace
 
-D, LATE = float(sys.argv[2]), int(sys.argv[3])
+D, LATE, FENCE_LATE = float(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
 REGIONS = ["main", "compute", "MPI_Win_create", "MPI_Win_fence", "MPI_Win_post", "MPI_Win_start",
            "MPI_Put", "MPI_Win_complete", "MPI_Win_wait", "MPI_Win_free"]
 WIN = 5
@@ -62,7 +63,7 @@ val = np.array([rank + 1.0])
 # fence exchange: everybody puts its value into slot `rank` of its right neighbour
 rma_call("MPI_Win_fence", lambda: win.Fence())
 rma_call("MPI_Put", lambda: win.Put(val, right, target=rank), (right,), tm.RMA_PUT, 8)
-work(0.01)
+work(D if rank == FENCE_LATE else 0.01)
 rma_call("MPI_Win_fence", lambda: win.Fence())
 # GATS ring: expose to the left neighbour, access the right one; LATE posts D seconds late
 grp = comm.Get_group()
@@ -100,7 +101,7 @@ def test_real_mpi_late_post_found_on_the_right_rank(tmp_path, capsys):
     script = tmp_path / "rma.py"
     script.write_text(PROGRAM)
     trace = tmp_path / "rma-run.json"
-    proc = subprocess.run([mpiexec, "-n", "4", sys.executable, str(script), str(trace), str(D), str(LATE)],
+    proc = subprocess.run([mpiexec, "-n", "4", sys.executable, str(script), str(trace), str(D), str(LATE), str(FENCE_LATE)],
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr[-2000:]
 
@@ -123,5 +124,11 @@ def test_real_mpi_late_post_found_on_the_right_rank(tmp_path, capsys):
     assert worst["rank"] == origin and worst["causer"] == LATE
     # LATE's own complete comes D late, so LATE + 1 waits for it in MPI_Win_wait
     assert on_rank("rma_early_wait", (LATE + 1) % 4) == pytest.approx(D, abs=0.12)
+    # rank FENCE_LATE computes D longer before the closing fence: MPICH's fence synchronises, so
+    # every other rank waits about D in it, caused by FENCE_LATE
+    for r in range(4):
+        expect = 0.0 if r == FENCE_LATE else D
+        assert on_rank("rma_wait_at_fence", r) == pytest.approx(expect, abs=0.12), r
+    assert {i["causer"] for i in rep["instances"] if i["pattern"] == "Wait at Fence"} == {FENCE_LATE}
     assert tree["rma_pairwise_sync"]["seconds"] == 4 + 4 * 3        # 4 GATS pairs + one closing fence x 4 x 3
     assert tree["rma_unneeded_sync"]["seconds"] == 4 * 2            # fence: each rank is accessed by one of 3
