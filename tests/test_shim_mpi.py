@@ -370,3 +370,21 @@ def test_ld_preload_into_an_unmodified_program(tmp_path):
             if d["kind"] != DEP_COLL}
     assert rows == {(r, k, (r + 1) % 3 if k == DEP_SEND else (r - 1) % 3, 3)
                     for r in range(3) for k in (DEP_SEND, DEP_RECV)}
+
+
+def test_static_archive_links_and_records(tmp_path):
+    """libscalgraph.a linked statically into patterns.c gives the same exact counts as the .so."""
+    require_tool(MPICC is not None and MPIEXEC is not None, "no MPI (mpicc/mpiexec)")
+    from scalgraph.runtime.shim import INSTRUMENT_DIR, link_flags, shim_library
+    archive = shim_library(MPICC, static=True)
+    assert archive.name == "libscalgraph.a"
+    exe = tmp_path / "static"
+    subprocess.run([MPICC, "-O1", "-I", str(INSTRUMENT_DIR), str(PROGRAM), *link_flags(archive), "-o", str(exe)],
+                   check=True)
+    needed = subprocess.run(["readelf", "-d", str(exe)], capture_output=True, text=True).stdout
+    assert "libscalgraph" not in needed
+    run(exe, 4, [2, 2, ITERS, 1000, 1000], tmp_path / "prof")
+    prof = read_run(tmp_path / "prof")
+    for r in range(4):
+        assert {v: int(c) for v, c in enumerate(prof.calls[r]) if c} == \
+            {v: c for v, c in expected_calls(r, 4).items() if c}

@@ -3,7 +3,7 @@
 The shim must be compiled against the very mpi.h of the program's MPI (MPI_Comm is an int in MPICH
 and a pointer in Open MPI), so it is built at first use with that MPI's `mpicc -shared -fPIC` and
 cached under SCALGRAPH_CACHE (default ~/.cache/scalgraph), keyed by a hash of `mpicc -show` and the
-C sources.  `core_library()` builds the MPI-free core alone, for unit tests through cffi.
+C sources (also as a static archive, for static links).  `core_library()` builds the MPI-free core alone, for unit tests through cffi.
 """
 from __future__ import annotations
 
@@ -23,8 +23,8 @@ HEADER = INSTRUMENT_DIR / "scalgraph.h"
 CORE_SOURCES = ("sg_context.c", "sg_store.c", "sg_sampler.c", "sg_writer.c")
 MPI_SOURCES = ("sg_mpi_state.c", "sg_mpi_p2p.c", "sg_mpi_coll.c", "sg_mpi_env.c", "sg_mpi_rma.c",
                "sg_mpi_fortran.c")
-CFLAGS = ("-shared", "-fPIC", "-O2", "-g", "-Wall", "-fvisibility=default")
-LIB_NAME = "libscalgraph.so"
+CFLAGS = ("-fPIC", "-O2", "-g", "-Wall", "-fvisibility=default")
+LIB_NAME, STATIC_LIB_NAME = "libscalgraph.so", "libscalgraph.a"
 
 
 def cache_dir() -> pathlib.Path:
@@ -49,14 +49,14 @@ def _sources_digest(names) -> hashlib._Hash:
     return h
 
 
-def _build(compiler: list[str], sources, defines, key: str, what: str) -> pathlib.Path:
+def _build(compiler: list[str], sources, defines, key: str, what: str, static: bool = False) -> pathlib.Path:
     missing = [s for s in sources if not (INSTRUMENT_DIR / s).is_file()]
     if missing or not HEADER.is_file():
         what_is_missing = ", ".join(missing) or HEADER.name
         raise UserError(f"the shim's C sources are not in {INSTRUMENT_DIR} (missing {what_is_missing}); "
                         "install scalgraph from its source tree (`pip install -e .`)")
     out_dir = cache_dir() / f"{what}-{key}"
-    lib = out_dir / LIB_NAME
+    lib = out_dir / (STATIC_LIB_NAME if static else LIB_NAME)
     if lib.is_file():
         return lib
     try:
@@ -64,27 +64,36 @@ def _build(compiler: list[str], sources, defines, key: str, what: str) -> pathli
     except OSError as e:
         raise UserError(f"cannot create the shim cache {out_dir} ({e.strerror}); set SCALGRAPH_CACHE "
                         "to a writable directory") from None
-    # build to a private name and rename: parallel first uses never see a half-written library
-    fd, tmp = tempfile.mkstemp(prefix=".build-", suffix=".so", dir=out_dir)
-    os.close(fd)
-    cmd = [*compiler, *CFLAGS, *defines, "-I", str(INSTRUMENT_DIR),
-           *(str(INSTRUMENT_DIR / s) for s in sources), "-o", tmp]
-    try:
-        res = subprocess.run(cmd, capture_output=True, text=True)
-    except OSError as e:
-        os.unlink(tmp)
-        raise UserError(f"cannot run {compiler[0]} to build the scalgraph shim ({e.strerror})") from None
-    if res.returncode != 0:
-        os.unlink(tmp)
-        tail = " ".join(res.stderr.strip().splitlines()[-3:])[:400]
-        raise UserError(f"building the scalgraph shim with {compiler[0]} failed: {tail}; check that this "
-                        "mpicc works (`mpicc -show`) or point SCALGRAPH_MPICC at another one")
-    os.replace(tmp, lib)
+    # build in a private directory and rename: parallel first uses never see a half-written library
+    with tempfile.TemporaryDirectory(prefix=".build-", dir=out_dir) as tmpdir:
+        srcs = [str(INSTRUMENT_DIR / s) for s in sources]
+        common = [*compiler, *CFLAGS, *defines, "-I", str(INSTRUMENT_DIR)]
+        if static:
+            objs = [os.path.join(tmpdir, pathlib.Path(s).stem + ".o") for s in srcs]
+            steps = [[*common, "-c", src, "-o", obj] for src, obj in zip(srcs, objs)]
+            steps.append([shutil.which("ar") or "ar", "rcs", os.path.join(tmpdir, "out"), *objs])
+        else:
+            steps = [[*common, "-shared", *srcs, "-o", os.path.join(tmpdir, "out")]]
+        for cmd in steps:
+            _run_build_step(cmd)
+        os.replace(os.path.join(tmpdir, "out"), lib)
     return lib
 
 
-def shim_library(mpicc: str | None = None) -> pathlib.Path:
-    """The shim (MPI wrappers + core) built for the MPI behind `mpicc`; built once, then cached."""
+def _run_build_step(cmd: list[str]) -> None:
+    try:
+        res = subprocess.run(cmd, capture_output=True, text=True)
+    except OSError as e:
+        raise UserError(f"cannot run {cmd[0]} to build the scalgraph shim ({e.strerror})") from None
+    if res.returncode != 0:
+        tail = " ".join(res.stderr.strip().splitlines()[-3:])[:400]
+        raise UserError(f"building the scalgraph shim with {cmd[0]} failed: {tail}; check that this "
+                        "mpicc works (`mpicc -show`) or point SCALGRAPH_MPICC at another one")
+
+
+def shim_library(mpicc: str | None = None, static: bool = False) -> pathlib.Path:
+    """The shim (MPI wrappers + core) built for the MPI behind `mpicc`; built once, then cached.
+    static=True gives libscalgraph.a for static links (put it before -lmpi, like the .so)."""
     cc = find_mpicc(mpicc)
     try:
         show = subprocess.run([cc, "-show"], capture_output=True, text=True, timeout=60).stdout
@@ -92,7 +101,7 @@ def shim_library(mpicc: str | None = None) -> pathlib.Path:
         show = ""
     h = _sources_digest(CORE_SOURCES + MPI_SOURCES)
     h.update(cc.encode() + b"\0" + show.encode() + b"\0" + " ".join(CFLAGS).encode())
-    return _build([cc], CORE_SOURCES + MPI_SOURCES, (), h.hexdigest()[:16], "shim")
+    return _build([cc], CORE_SOURCES + MPI_SOURCES, (), h.hexdigest()[:16], "shim", static)
 
 
 def core_library(cc: str | None = None) -> pathlib.Path:
@@ -114,4 +123,4 @@ def header_cdef() -> str:
 
 def link_flags(lib: pathlib.Path) -> list[str]:
     """Arguments that put the shim on a link line (before libmpi, which mpicc appends last)."""
-    return [str(lib), f"-Wl,-rpath,{lib.parent}"]
+    return [str(lib)] if lib.suffix == ".a" else [str(lib), f"-Wl,-rpath,{lib.parent}"]
