@@ -21,7 +21,7 @@ import numpy as np
 
 from scalgraph.errors import UserError
 from scalgraph.model import trace as tm
-from scalgraph.trace import forward, matching
+from scalgraph.trace import forward, matching, patterns
 
 _P2P_KINDS = (tm.SEND, tm.ISEND, tm.RECV, tm.IRECV)
 _RMA_KINDS = (tm.RMA_PUT, tm.RMA_GET, tm.RMA_ACC, tm.RMA_SYNC)
@@ -137,7 +137,7 @@ def build_partial(comm, trace: tm.Trace, counts: np.ndarray, bounds: np.ndarray)
             events[r], local[r] = rows[cut[r]:cut[r + 1]], idx[cut[r]:cut[r + 1]]
     partial = tm.Trace(regions=trace.regions, comms=trace.comms, events=events, windows=trace.windows,
                        meta=trace.meta)
-    ctx = forward.build_context(partial, allow_unmatched=True)
+    ctx = _context(partial, flat, nest, lo, hi)
     m = ctx.msgs
     if len(m.unmatched_send) or len(m.unmatched_recv):
         side, g = (("send", m.unmatched_send[0]) if len(m.unmatched_send) else ("receive", m.unmatched_recv[0]))
@@ -147,6 +147,51 @@ def build_partial(comm, trace: tm.Trace, counts: np.ndarray, bounds: np.ndarray)
     serial_off = np.concatenate(([0], np.cumsum(counts))).astype(np.int64)
     serial = serial_off[ctx.flat.rank] + np.concatenate(local)
     return Partial(ctx=ctx, lo=lo, hi=hi, bounds=bounds, counts=counts, serial=serial)
+
+
+def _context(partial: tm.Trace, own_flat: matching.Flat, own_nest: matching.Nesting, lo: int, hi: int
+             ) -> forward.ReplayContext:
+    """forward.build_context for the partial trace, reusing the own ranks' flat events and nesting
+    (matched once, before the exchange): only the skeleton ranks are matched here, and the two are
+    spliced (own block in the middle, indices and call-path ids shifted)."""
+    skel = tm.Trace(regions=partial.regions, comms=partial.comms, windows=partial.windows,
+                    events=[e if not lo <= r < hi else e[:0] for r, e in enumerate(partial.events)])
+    sf = matching.flatten(skel)
+    sn = matching.match_regions(sf)
+    k, n_own, ncp_own = int(sf.offsets[lo]), len(own_flat.rank), own_nest.ncallpaths
+
+    def idx(own, sk):                 # event indices of both parts in the spliced order
+        sk = np.where(sk >= k, sk + n_own, sk)
+        return np.concatenate((sk[:k], np.where(own >= 0, own + k, -1), sk[k:]))
+
+    def cps(own, sk):
+        sk = np.where(sk >= 0, sk + ncp_own, -1)
+        return np.concatenate((sk[:k], own, sk[k:]))
+
+    ev = matching.Columns((name, np.concatenate((sf.ev[name][:k], own_flat.ev[name], sf.ev[name][k:])))
+                          for name in tm.EVENT_DTYPE.names)
+    rank = np.concatenate((sf.rank[:k], own_flat.rank + lo, sf.rank[k:])).astype(np.int32)
+    lengths = np.diff(sf.offsets)
+    lengths[lo:hi] = np.diff(own_flat.offsets)
+    flat = matching.Flat(ev=ev, rank=rank, offsets=np.concatenate(([0], np.cumsum(lengths))).astype(np.int64))
+    nest = matching.Nesting(
+        partner=idx(own_nest.partner, sn.partner), owner=idx(own_nest.owner, sn.owner),
+        callpath=cps(own_nest.callpath, sn.callpath), cp_after=cps(own_nest.cp_after, sn.cp_after),
+        cp_parent=np.concatenate((own_nest.cp_parent, np.where(sn.cp_parent >= 0, sn.cp_parent + ncp_own, -1))),
+        cp_region=np.concatenate((own_nest.cp_region, sn.cp_region)))
+    # the rest as in forward.build_context
+    msgs = matching.match_messages(flat, nest)
+    colls = matching.match_collectives(flat, nest, partial.comms)
+    t = flat.ev["time"].astype(np.float64, copy=False)
+    last_time = np.repeat(t[np.maximum(flat.offsets[1:] - 1, 0)], np.diff(flat.offsets))
+    exit_time = np.where(nest.partner >= 0, t[np.maximum(nest.partner, 0)], last_time)
+    names = [r.name for r in partial.regions]
+    return forward.ReplayContext(
+        trace=partial, flat=flat, nest=nest, msgs=msgs, colls=colls, time=t, exit_time=exit_time,
+        region_is_test=np.array([n.startswith("MPI_Test") for n in names] + [False], bool),
+        region_coll_kind=np.array([patterns.COLL_KINDS.index(patterns.COLLECTIVE_KIND.get(n, "")) for n in names]
+                                  + [0], np.int64),
+        region_class=[patterns.region_class(n) for n in names])
 
 
 # --- call-path ids as the serial engine numbers them ----------------------------------------------

@@ -109,7 +109,12 @@ def delay_requests(part: Partial, waits: np.ndarray, cpmap: np.ndarray, nprocs: 
     r_end = t[waits["op"]]
     r_start = delay.interval_starts(ctx, waits, r_rank, waits["key"], r_end)
     index = delay.wait_index(ctx, waits)
-    (ri, rc, rv), _ = delay.processing_profiles(ctx, waits, r_rank, r_start, r_end, index)
+    parts = []
+    for lo in range(0, len(waits), delay.CHUNK):        # chunks keep the expanded pieces in cache
+        sl = slice(lo, lo + delay.CHUNK)
+        (ri, rc, rv), _ = delay.processing_profiles(ctx, waits, r_rank[sl], r_start[sl], r_end[sl], index)
+        parts.append((ri + lo, rc, rv))
+    ri, rc, rv = delay._concat(parts)
     rc = cpmap[rc]
     d_key = np.where(waits["key"] >= p, waits["key"], r_rank)
     dest = part.owner_of(d_rank)
@@ -145,8 +150,15 @@ def explain_waits(part: Partial, waits: np.ndarray, incoming: list[dict], ncp: i
     u_of = u_of.ravel()
     nu = len(first)
     index = delay.wait_index(ctx, waits)
-    (du, dc, dv), (wu, wv, wa) = delay.processing_profiles(ctx, waits, inc["d_rank"][first], d_start[first],
-                                                           inc["d_end"][first], index)
+    c_parts, w_parts = [], []
+    for lo in range(0, nu, delay.CHUNK):
+        sel = first[lo:lo + delay.CHUNK]
+        (di, dc, dv), (wi, ww, wa) = delay.processing_profiles(ctx, waits, inc["d_rank"][sel], d_start[sel],
+                                                               inc["d_end"][sel], index)
+        c_parts.append((di + lo, dc, dv))
+        w_parts.append((wi + lo, ww, wa))
+    du, dc, dv = delay._concat(c_parts)
+    wu, wv, wa = delay._concat(w_parts)
     dc = cpmap[dc]
     d_bounds = np.searchsorted(du, np.arange(nu + 1))
     w_bounds = np.searchsorted(wu, np.arange(nu + 1))
