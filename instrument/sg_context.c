@@ -1,6 +1,7 @@
 /* Calling context: the probe ABI of docs/runtime-abi.md (sg_cur, sg_fn_enter/exit, the instance
  * stack) and the resolution of the current PSG vertex. */
 #include "sg_internal.h"
+#include "sg_trace.h"
 #include <stddef.h>
 
 /* initial-exec: the probes in the executable store into it with one instruction */
@@ -80,6 +81,8 @@ void sg_fn_enter(uint32_t fid) {
     sg_cur = 0;
     __atomic_signal_fence(__ATOMIC_SEQ_CST);
     t->inst = next;
+    if (sg_trace_on && next >= 0 && d < SG_STACK_MAX)   /* the instance's FUNCTION vertex */
+        sg_trace_function(t, SG_TEV_ENTER, T->inst_vid[T->inst_base[next]]);
 }
 
 void sg_fn_exit(void) {
@@ -89,6 +92,9 @@ void sg_fn_exit(void) {
     uint32_t d = --t->depth;
     if (d >= SG_STACK_MAX)
         return;   /* overflowed frame: nothing was pushed */
+    const struct sg_psg_tables *T = tables_;
+    if (sg_trace_on && t->inst >= 0 && T != NULL)
+        sg_trace_function(t, SG_TEV_EXIT, T->inst_vid[T->inst_base[t->inst]]);
     sg_cur = 0;
     __atomic_signal_fence(__ATOMIC_SEQ_CST);
     t->inst = t->stack[d].inst;

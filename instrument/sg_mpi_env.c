@@ -119,7 +119,11 @@ int MPI_Finalize(void) {
     if (t->in_mpi)
         return PMPI_Finalize();
     t->in_mpi = 1;
-    sg_mpi_before_finalize(sg_vertex_of(t));
+    uint32_t v = sg_vertex_of(t);
+    uint64_t t0 = sg_now_ns();
+    sg_mpi_before_finalize(v);
+    if (sg_trace_on)
+        sg_trace_finalize(t, v, t0);
     int rc = PMPI_Finalize();
     t->in_mpi = 0;
     return rc;

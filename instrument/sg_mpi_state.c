@@ -124,6 +124,7 @@ struct req_slot {
     uint8_t used, kind, persistent;
     int32_t peer, tag, comm_idx;   /* peer/tag as posted (comm rank, may be a wildcard) */
     int64_t bytes;
+    int64_t trace_id;              /* request id in the trace (trace mode) */
 };
 static struct req_slot reqs_[REQ_SLOTS];
 static char req_lock_;
@@ -175,12 +176,15 @@ void sg_req_post(MPI_Request r, int kind, int32_t peer, int32_t tag, int32_t com
     if (r == MPI_REQUEST_NULL)
         return;
     uint64_t k = req_key(r);
+    /* persistent requests and non-blocking collectives appear in a trace as their calls only */
+    int64_t id = (sg_trace_on && !persistent && kind != SG_DEP_COLL)
+                     ? sg_trace_post(kind, peer, tag, comm_idx, bytes) : -1;
     lock(&req_lock_);
     uint32_t i = home(k), n = 0;
     while (reqs_[i].used && ++n < REQ_SLOTS / 2)
         i = (i + 1) & (REQ_SLOTS - 1);
     if (!reqs_[i].used)   /* a (nearly) full table forgets the request: its dependence is lost */
-        reqs_[i] = (struct req_slot){k, 1, (uint8_t)kind, (uint8_t)persistent, peer, tag, comm_idx, bytes};
+        reqs_[i] = (struct req_slot){k, 1, (uint8_t)kind, (uint8_t)persistent, peer, tag, comm_idx, bytes, id};
     unlock(&req_lock_);
 }
 
@@ -223,7 +227,8 @@ int sg_req_complete(MPI_Request r, const MPI_Status *st, uint32_t vertex, uint64
     uint64_t wait_ns = q.kind == SG_DEP_SEND ? send_wait_ns : recv_wait_ns;
 
     struct sg_thread *t = sg_thread_self();
-    if (!sg_take_dep(t))
+    int take = sg_take_dep(t);
+    if (!take && q.trace_id < 0)
         return 1;
     int32_t cid = sg_comm_id(q.comm_idx);
     if (q.kind == SG_DEP_COLL) {
@@ -235,8 +240,11 @@ int sg_req_complete(MPI_Request r, const MPI_Status *st, uint32_t vertex, uint64
     if (q.kind == SG_DEP_RECV && st != NULL) {
         int cancelled = 0;
         PMPI_Test_cancelled(st, &cancelled);
-        if (cancelled)
+        if (cancelled) {
+            if (q.trace_id >= 0)
+                sg_trace_event(t, SG_TEV_REQUEST_CANCELLED, -1, 0, -1, 0, q.trace_id);
             return 1;
+        }
         if (peer == MPI_ANY_SOURCE)
             peer = st->MPI_SOURCE;
         if (tag == MPI_ANY_TAG)
@@ -248,6 +256,11 @@ int sg_req_complete(MPI_Request r, const MPI_Status *st, uint32_t vertex, uint64
     if (peer == MPI_PROC_NULL)
         return 1;
     int32_t world = (peer == MPI_ANY_SOURCE) ? -1 : sg_comm_world_rank(q.comm_idx, peer);
+    if (q.trace_id >= 0)
+        sg_trace_event(t, q.kind == SG_DEP_SEND ? SG_TEV_ISEND_COMPLETE : SG_TEV_IRECV, world, tag, cid, bytes,
+                       q.trace_id);
+    if (!take)
+        return 1;
     sg_record_dep(vertex, q.kind, world, tag, cid, bytes, wait_ns);
     return 1;
 }
@@ -288,7 +301,7 @@ int sg_take_dep(struct sg_thread *t) {
 
 void sg_p2p_dep(struct sg_thread *t, uint32_t v, int kind, int peer, int tag, MPI_Comm comm,
                 int64_t bytes, const MPI_Status *st, uint64_t wait_ns) {
-    if (peer == MPI_PROC_NULL || !sg_take_dep(t))
+    if (peer == MPI_PROC_NULL || (!sg_trace_on && !sg_take_dep(t)))
         return;
     if (kind == SG_DEP_RECV && st != NULL) {
         if (peer == MPI_ANY_SOURCE)
@@ -301,10 +314,17 @@ void sg_p2p_dep(struct sg_thread *t, uint32_t v, int kind, int peer, int tag, MP
     }
     int32_t idx = sg_comm_index(comm);
     int32_t world = (peer == MPI_ANY_SOURCE) ? -1 : sg_comm_world_rank(idx, peer);
+    if (sg_trace_on) {   /* every message is traced; the dependence table may still sample */
+        sg_trace_event(t, kind == SG_DEP_SEND ? SG_TEV_SEND : SG_TEV_RECV, world, tag, sg_comm_id(idx), bytes, -1);
+        if (!sg_take_dep(t))
+            return;
+    }
     sg_record_dep(v, kind, world, tag, sg_comm_id(idx), bytes, wait_ns);
 }
 
 void sg_coll_dep(struct sg_thread *t, uint32_t v, MPI_Comm comm, int64_t bytes, uint64_t wait_ns) {
+    if (sg_trace_on)
+        sg_trace_coll(t, comm, -1, bytes);
     if (!sg_take_dep(t))
         return;
     sg_record_dep(v, SG_DEP_COLL, -1, -1, sg_comm_id(sg_comm_index(comm)), bytes, wait_ns);

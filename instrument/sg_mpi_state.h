@@ -3,6 +3,7 @@
 #define SG_MPI_STATE_H
 #include <mpi.h>
 #include "sg_internal.h"
+#include "sg_trace_mpi.h"
 
 enum { SG_DEP_SEND = 0, SG_DEP_RECV = 1, SG_DEP_COLL = 2, SG_DEP_RMA = 3 };
 enum { SG_WAITING = 1, SG_NOT_WAITING = 0 };
@@ -49,9 +50,14 @@ void sg_coll_dep(struct sg_thread *t, uint32_t v, MPI_Comm comm, int64_t bytes, 
     uint64_t t0_ = sg_now_ns();                                                                   \
     int rc_ = pmpi_call;                                                                          \
     uint64_t dt_ = sg_now_ns() - t0_;                                                             \
-    (void)dt_;
+    (void)dt_;                                                                                    \
+    static int32_t sg_rid_ = -1;   /* this wrapper's region in the trace */                       \
+    if (sg_trace_on)                                                                              \
+        sg_trace_mpi_enter(t_, &sg_rid_, __func__, v_, t0_, t0_ + dt_);
 
 #define SG_END(waiting)                                                                           \
+    if (sg_trace_on)                                                                              \
+        sg_trace_mpi_exit(t_);                                                                    \
     sg_record_mpi(v_, dt_, waiting);                                                              \
     t_->in_mpi = 0;                                                                               \
     return rc_;

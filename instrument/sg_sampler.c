@@ -1,6 +1,7 @@
 /* SIGPROF sampler (setitimer ITIMER_PROF) and optional perf_event_open software/hardware counters.
  * The handler only reads the current vertex and adds to preallocated arrays (async-signal-safe). */
 #include "sg_internal.h"
+#include "sg_trace.h"
 #include <errno.h>
 #include <linux/perf_event.h>
 #include <signal.h>
@@ -61,6 +62,8 @@ void sg_sample_now(void) {
     if (v >= nv || samples == NULL)
         v = 0;
     __atomic_fetch_add(&samples[v], 1, __ATOMIC_RELAXED);
+    if (sg_trace_on)
+        sg_trace_sample(sg_thread_peek(), v);
     for (uint32_t i = 0; i < ncounters_; i++) {
         uint64_t val;
         if (read(counter_fd_[i], &val, sizeof val) != (ssize_t)sizeof val)

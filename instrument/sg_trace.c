@@ -1,0 +1,245 @@
+/* Trace mode: events of the main thread go into a preallocated buffer (no allocation while the
+ * program runs) that is written to the rank's file whenever it fills up; the file layout is in
+ * sg_trace.h.  Only the thread that loaded the shim (the one calling MPI_Init in nearly every MPI
+ * program) is traced, so the buffer needs no lock and the events of a rank are one ordered stream. */
+#include "sg_trace.h"
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+enum { BUFFER_EVENTS = 1 << 16, MAX_NAMES = 512, MAX_FILTER = 1 << 16 };
+
+int sg_trace_on;
+
+static struct sg_trace_event buf_[BUFFER_EVENTS];   /* 3 MiB in .bss */
+static uint32_t nbuf_;
+static uint64_t nevents_, dropped_;
+static uint32_t flushes_;
+static int fd_ = -1, failed_, closed_;
+static char tmp_name_[4096], final_name_[4096];
+static const struct sg_thread *traced_;
+static char names_[MAX_NAMES][SG_TRACE_NAME_LEN];
+static uint32_t nnames_;
+static int64_t next_id_ = 1;
+static uint64_t cur_enter_, cur_exit_;                /* times of the MPI call being recorded */
+static uint32_t cur_vertex_;
+static int32_t cur_region_ = -1;
+enum { MAX_SAMPLES = 1 << 17 };   /* 11 minutes at 200 Hz; later samples are not kept */
+static struct sg_trace_sample samples_[MAX_SAMPLES];
+static volatile uint32_t nsamples_;
+static uint32_t filter_[MAX_FILTER], nfilter_;          /* sorted vertex ids whose ENTER/EXIT are dropped */
+
+static int cmp_u32(const void *a, const void *b) {
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* SCALGRAPH_TRACE_FILTER: one vertex id per line, '#' starts a comment.  `scalgraph run --trace`
+ * turns the user's filter file (vertex names, function names, ids) into this form. */
+static void read_filter(const char *path) {
+    FILE *f = fopen(path, "r");
+    if (f == NULL) {
+        fprintf(stderr, "scalgraph: cannot read SCALGRAPH_TRACE_FILTER file %s; tracing without a filter\n", path);
+        return;
+    }
+    char line[512];
+    int lineno = 0, complained = 0;
+    while (fgets(line, sizeof line, f)) {
+        lineno++;
+        char *hash = strchr(line, '#');
+        if (hash)
+            *hash = 0;
+        char *p = line, *end;
+        while (*p == ' ' || *p == '\t')
+            p++;
+        if (*p == 0 || *p == '\n' || *p == '\r')
+            continue;
+        unsigned long v = strtoul(p, &end, 10);
+        while (*end == ' ' || *end == '\t' || *end == '\n' || *end == '\r')
+            end++;
+        if (end == p || *end != 0) {
+            if (!complained++)
+                fprintf(stderr, "scalgraph: %s:%d is not a vertex id; pass the filter through "
+                                "`scalgraph run --trace --trace-filter FILE`, which resolves names\n", path, lineno);
+            continue;
+        }
+        if (nfilter_ < MAX_FILTER)
+            filter_[nfilter_++] = (uint32_t)v;
+    }
+    fclose(f);
+    qsort(filter_, nfilter_, sizeof filter_[0], cmp_u32);
+}
+
+static int filtered(uint32_t v) {
+    uint32_t lo = 0, hi = nfilter_;
+    while (lo < hi) {
+        uint32_t mid = (lo + hi) / 2;
+        if (filter_[mid] < v)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < nfilter_ && filter_[lo] == v;
+}
+
+#ifndef SG_NO_AUTOSTART
+__attribute__((constructor)) static void sg_trace_start(void) {
+    const char *on = getenv("SCALGRAPH_TRACE");
+    if (on == NULL || strcmp(on, "1") != 0)
+        return;
+    traced_ = sg_thread_self();
+    const char *filter = getenv("SCALGRAPH_TRACE_FILTER");
+    if (filter && *filter)
+        read_filter(filter);
+    sg_trace_on = 1;
+}
+#endif
+
+static int open_file(void) {
+    const char *dir = sg_out_dir();
+    snprintf(final_name_, sizeof final_name_, "%s/rank-%d.sgt", dir, (int)sg_run.rank);
+    snprintf(tmp_name_, sizeof tmp_name_, "%s.tmp%d", final_name_, (int)getpid());
+    fd_ = open(tmp_name_, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd_ < 0) {
+        failed_ = 1;
+        fprintf(stderr, "scalgraph: cannot write the trace %s; set SCALGRAPH_OUT to a writable directory\n",
+                tmp_name_);
+        return -1;
+    }
+    struct sg_trace_file_header h = {.magic = "SGRAWTR", .version = SG_TRACE_VERSION,
+                                     .event_size = sizeof(struct sg_trace_event), .rank = sg_run.rank,
+                                     .nranks = sg_run.nranks, .header_size = sizeof h};
+    if (write(fd_, &h, sizeof h) != (ssize_t)sizeof h)
+        failed_ = 1;
+    return 0;
+}
+
+static void write_all(const void *p, size_t n) {
+    const char *c = p;
+    while (n > 0 && !failed_) {
+        ssize_t w = write(fd_, c, n);
+        if (w <= 0) {
+            failed_ = 1;
+            break;
+        }
+        c += w;
+        n -= (size_t)w;
+    }
+}
+
+/* before MPI_Init the rank is unknown, so the file is opened at the first flush after it */
+static void flush(void) {
+    if (fd_ < 0 && !failed_ && sg_run.initialized)
+        open_file();
+    if (fd_ >= 0 && !failed_)
+        write_all(buf_, sizeof buf_[0] * nbuf_);
+    else
+        dropped_ += nbuf_;
+    nbuf_ = 0;
+}
+
+static inline struct sg_trace_event *slot(void) {
+    if (__builtin_expect(nbuf_ == BUFFER_EVENTS, 0)) {
+        flushes_++;
+        flush();
+    }
+    nevents_++;
+    return &buf_[nbuf_++];
+}
+
+static inline void put(int kind, uint64_t time, int32_t region, uint32_t vertex, int32_t peer, int32_t tag,
+                       int32_t comm, int64_t bytes, int64_t aux) {
+    if (closed_)
+        return;
+    struct sg_trace_event *e = slot();
+    *e = (struct sg_trace_event){.time_ns = time, .bytes = bytes, .aux = aux, .region = region, .peer = peer,
+                                 .tag = tag, .comm = comm, .vertex = vertex, .kind = (uint8_t)kind};
+}
+
+static int32_t region_index(const char *name) {
+    for (uint32_t i = 0; i < nnames_; i++)
+        if (strncmp(names_[i], name, SG_TRACE_NAME_LEN - 1) == 0)
+            return (int32_t)i;
+    if (nnames_ == MAX_NAMES)
+        return -1;
+    strncpy(names_[nnames_], name, SG_TRACE_NAME_LEN - 1);
+    return (int32_t)nnames_++;
+}
+
+void sg_trace_mpi_enter(struct sg_thread *t, int32_t *rid, const char *name, uint32_t vertex, uint64_t t_enter,
+                        uint64_t t_exit) {
+    if (t != traced_)
+        return;
+    if (*rid < 0)
+        *rid = region_index(name);
+    cur_enter_ = t_enter;
+    cur_exit_ = t_exit;
+    cur_vertex_ = vertex;
+    cur_region_ = *rid;
+    put(SG_TEV_ENTER, t_enter, *rid, vertex, -1, 0, -1, 0, -1);
+}
+
+void sg_trace_mpi_exit(struct sg_thread *t) {
+    if (t != traced_)
+        return;
+    put(SG_TEV_EXIT, cur_exit_, cur_region_, cur_vertex_, -1, 0, -1, 0, -1);
+}
+
+void sg_trace_event(struct sg_thread *t, int kind, int32_t peer, int32_t tag, int32_t comm, int64_t bytes,
+                    int64_t aux) {
+    if (t != traced_)
+        return;
+    /* Scalasca's order: sends, posts and RMA at the call's start, receives and completions at its end */
+    int at_start = kind == SG_TEV_SEND || kind == SG_TEV_ISEND || kind == SG_TEV_IRECV_REQUEST ||
+                   kind == SG_TEV_COLL_BEGIN || (kind >= SG_TEV_RMA_PUT && kind <= SG_TEV_RMA_SYNC) ||
+                   kind == SG_TEV_WINDOW_DEF;
+    put(kind, at_start ? cur_enter_ : cur_exit_, -1, cur_vertex_, peer, tag, comm, bytes, aux);
+}
+
+int64_t sg_trace_new_id(void) { return __atomic_fetch_add(&next_id_, 1, __ATOMIC_RELAXED); }
+
+void sg_trace_sample(const struct sg_thread *t, uint32_t vertex) {
+    uint32_t n = nsamples_;
+    if (t != traced_ || closed_ || n >= MAX_SAMPLES)
+        return;
+    samples_[n] = (struct sg_trace_sample){sg_now_ns(), vertex, 0};
+    nsamples_ = n + 1;
+}
+
+void sg_trace_function(struct sg_thread *t, int kind, uint32_t vertex) {
+    if (t != traced_ || (nfilter_ && filtered(vertex)))
+        return;
+    put(kind, sg_now_ns(), -1, vertex, -1, 0, -1, 0, -1);
+}
+
+static void close_file(void) {
+    if (!sg_trace_on || closed_ || sg_run.pid != (int)getpid())
+        return;
+    flush();
+    closed_ = 1;
+    if (fd_ < 0)
+        return;
+    write_all(names_, sizeof names_[0] * nnames_);
+    uint32_t ns = nsamples_;   /* the sampler was stopped before MPI_Finalize got here */
+    write_all(samples_, sizeof samples_[0] * ns);
+    struct sg_trace_file_trailer tr = {.nevents = nevents_ - dropped_, .nnames = nnames_, .flushes = flushes_,
+                                       .dropped = (uint32_t)dropped_, .nsamples = ns, .magic = {'S', 'G', 'R', 'A', 'W', 'E', 'N', 'D'}};
+    write_all(&tr, sizeof tr);
+    if (close(fd_) != 0)
+        failed_ = 1;
+    fd_ = -1;
+    if (failed_ || rename(tmp_name_, final_name_) != 0) {
+        unlink(tmp_name_);
+        fprintf(stderr, "scalgraph: cannot write the trace %s; set SCALGRAPH_OUT to a writable directory\n",
+                final_name_);
+    }
+}
+
+void sg_trace_finalize(struct sg_thread *t, uint32_t vertex, uint64_t t_enter) {
+    static int32_t rid = -1;
+    sg_trace_mpi_enter(t, &rid, "MPI_Finalize", vertex, t_enter, sg_now_ns());
+    sg_trace_mpi_exit(t);
+    close_file();
+}

@@ -1,0 +1,78 @@
+/* Trace mode (SCALGRAPH_TRACE=1): the raw per-rank event file and the hooks the wrappers call.
+ * Internal to the shim (not part of the cffi cdef); scalgraph/io/trace_shim.py reads the file.
+ *
+ * File <SCALGRAPH_OUT>/rank-<r>.sgt (little-endian), written through rank-<r>.sgt.tmp<pid> and
+ * renamed when MPI_Finalize is done, so it is complete or absent:
+ *   [struct sg_trace_file_header]
+ *   [struct sg_trace_event [nevents]]          in the order they happened on the main thread
+ *   [char names[nnames][SG_TRACE_NAME_LEN]]    MPI routine names; an event's `region` indexes them
+ *   [struct sg_trace_sample [nsamples]]        (time, vertex) of each SIGPROF sample of the thread
+ *   [struct sg_trace_file_trailer]
+ * Times are CLOCK_MONOTONIC nanoseconds (the wrappers' timer, docs in sg_internal.h): immune to NTP
+ * steps, and the same clock whose offsets to rank 0 the profile header records. */
+#ifndef SG_TRACE_H
+#define SG_TRACE_H
+#include <stdint.h>
+#include "sg_internal.h"
+
+enum {
+    SG_TRACE_VERSION = 1,
+    SG_TRACE_NAME_LEN = 48,
+    /* kinds 0..14 are scalgraph.model.trace.EVENT_KINDS; this one defines a window */
+    SG_TEV_WINDOW_DEF = 100,   /* comm = window id, peer = communicator id */
+    SG_TEV_ENTER = 0, SG_TEV_EXIT = 1, SG_TEV_SEND = 2, SG_TEV_RECV = 3, SG_TEV_ISEND = 4,
+    SG_TEV_ISEND_COMPLETE = 5, SG_TEV_IRECV_REQUEST = 6, SG_TEV_IRECV = 7, SG_TEV_COLL_BEGIN = 8,
+    SG_TEV_COLL_END = 9, SG_TEV_RMA_PUT = 10, SG_TEV_RMA_GET = 11, SG_TEV_RMA_ACC = 12,
+    SG_TEV_RMA_SYNC = 13, SG_TEV_REQUEST_CANCELLED = 14
+};
+
+struct sg_trace_event {          /* 48 bytes */
+    uint64_t time_ns;
+    int64_t bytes;
+    int64_t aux;                 /* request id (ISEND..IRECV, RMA), bytes received (COLL_END) */
+    int32_t region;              /* MPI routine (index into the names) for MPI ENTER/EXIT, else -1 */
+    int32_t peer, tag, comm;     /* world rank; tag; communicator id (window id for RMA events) */
+    uint32_t vertex;             /* PSG vertex: the MPI call's, or the function instance's */
+    uint8_t kind;
+    uint8_t pad[3];
+};
+
+struct sg_trace_file_header {    /* 32 bytes */
+    char magic[8];               /* "SGRAWTR\0" */
+    uint32_t version, event_size;
+    int32_t rank, nranks;
+    uint32_t header_size, reserved;
+};
+
+struct sg_trace_file_trailer {   /* 32 bytes */
+    uint64_t nevents;
+    uint32_t nnames, flushes;    /* flushes: times the buffer filled up and was written out */
+    uint32_t dropped;            /* events lost because the file could not be written */
+    uint32_t nsamples;           /* SIGPROF samples of the traced thread, after the names */
+    char magic[8];               /* "SGRAWEND" */
+};
+
+extern int sg_trace_on SG_HIDDEN;   /* SCALGRAPH_TRACE=1 and this is the thread being traced */
+
+/* MPI calls: enter/exit around the PMPI call; `rid` is a per-wrapper cache of the region index */
+void sg_trace_mpi_enter(struct sg_thread *t, int32_t *rid, const char *name, uint32_t vertex,
+                        uint64_t t_enter, uint64_t t_exit) SG_HIDDEN;
+void sg_trace_mpi_exit(struct sg_thread *t) SG_HIDDEN;
+/* an event inside the current MPI call: at its enter time (sends, posts, RMA) or exit time (the rest) */
+void sg_trace_event(struct sg_thread *t, int kind, int32_t peer, int32_t tag, int32_t comm, int64_t bytes,
+                    int64_t aux) SG_HIDDEN;
+int64_t sg_trace_new_id(void) SG_HIDDEN;
+/* Loop and other vertex changes are plain stores into sg_cur that the shim cannot see; the SIGPROF
+ * sampler (signal handler, same thread) notes the vertex it found, and the converter splits the time
+ * between two traced events among the vertices sampled in it (scalgraph/io/trace_shim.py). */
+struct sg_trace_sample {
+    uint64_t time_ns;
+    uint32_t vertex, reserved;
+};
+void sg_trace_sample(const struct sg_thread *t, uint32_t vertex) SG_HIDDEN;   /* async-signal-safe */
+/* function instances (sg_fn_enter/exit) */
+void sg_trace_function(struct sg_thread *t, int kind, uint32_t vertex) SG_HIDDEN;
+/* the shim's part of MPI_Finalize is done (entered at t_enter): write the rest and rename the file */
+void sg_trace_finalize(struct sg_thread *t, uint32_t vertex, uint64_t t_enter) SG_HIDDEN;
+
+#endif

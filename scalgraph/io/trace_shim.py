@@ -1,0 +1,243 @@
+"""Convert the per-rank raw trace files the shim writes in trace mode (rank-<r>.sgt, layout in
+instrument/sg_trace.h) into a scalgraph.model.trace.Trace.
+
+Regions: every MPI routine at every PSG vertex it was called from is a region (file "MPI", Scalasca's
+rule; `line` is the call's source line, `vertex` its PSG vertex), and every traced function instance
+is a region named after its function with its file, first line and FUNCTION vertex.  Communicator
+definitions and the clock offsets to rank 0 come from the profile files (rank-<r>.sgp) written in the
+same run; the offsets become meta["clock_offsets"] ([local time, rank 0 - local] at MPI_Init and at
+MPI_Finalize) for scalgraph/trace/clock.py to interpolate.
+"""
+from __future__ import annotations
+
+import pathlib
+
+import numpy as np
+
+from scalgraph.errors import UserError
+from scalgraph.model.trace import ENTER, EXIT, Region, Trace, make_events
+
+MAGIC, END_MAGIC = b"SGRAWTR\x00", b"SGRAWEND"
+VERSION = 1
+NAME_LEN = 48
+WINDOW_DEF = 100
+HEADER_DTYPE = np.dtype([("magic", "S8"), ("version", "<u4"), ("event_size", "<u4"), ("rank", "<i4"),
+                         ("nranks", "<i4"), ("header_size", "<u4"), ("reserved", "<u4")])
+TRAILER_DTYPE = np.dtype([("nevents", "<u8"), ("nnames", "<u4"), ("flushes", "<u4"), ("dropped", "<u4"),
+                          ("nsamples", "<u4"), ("magic", "S8")])
+SAMPLE_DTYPE = np.dtype([("time_ns", "<u8"), ("vertex", "<u4"), ("reserved", "<u4")])
+RAW_DTYPE = np.dtype([("time_ns", "<u8"), ("bytes", "<i8"), ("aux", "<i8"), ("region", "<i4"), ("peer", "<i4"),
+                      ("tag", "<i4"), ("comm", "<i4"), ("vertex", "<u4"), ("kind", "u1"), ("pad", "V3")])
+assert RAW_DTYPE.itemsize == 48 and HEADER_DTYPE.itemsize == 32 and TRAILER_DTYPE.itemsize == 32
+
+
+def has_shim_trace(run_dir: str | pathlib.Path) -> bool:
+    return any(pathlib.Path(run_dir).glob("rank-*.sgt"))
+
+
+def read_raw_rank(path: pathlib.Path) -> dict:
+    """One rank-<r>.sgt file -> header fields, raw events, MPI routine names; UserError if damaged."""
+    try:
+        data = path.read_bytes()
+    except OSError as e:
+        raise UserError(f"cannot read trace {path}: {e.strerror}") from None
+    if len(data) < HEADER_DTYPE.itemsize + TRAILER_DTYPE.itemsize or data[:8] != MAGIC:
+        raise UserError(f"{path} is not a scalgraph raw trace (wrong magic or too short); rerun with --trace")
+    h = np.frombuffer(data, HEADER_DTYPE, count=1)[0]
+    tr = np.frombuffer(data, TRAILER_DTYPE, count=1, offset=len(data) - TRAILER_DTYPE.itemsize)[0]
+    if int(h["version"]) != VERSION or int(h["event_size"]) != RAW_DTYPE.itemsize or tr["magic"] != END_MAGIC:
+        raise UserError(f"{path} has another raw trace version or is incomplete; rerun with this scalgraph's shim")
+    n, nn, ns = int(tr["nevents"]), int(tr["nnames"]), int(tr["nsamples"])
+    expect = (HEADER_DTYPE.itemsize + n * RAW_DTYPE.itemsize + nn * NAME_LEN + ns * SAMPLE_DTYPE.itemsize
+              + TRAILER_DTYPE.itemsize)
+    if expect != len(data):
+        raise UserError(f"{path} is inconsistent ({len(data)} bytes, its counts say {expect}); rerun the program")
+    if int(tr["dropped"]):
+        raise UserError(f"{path}: {int(tr['dropped'])} events could not be written (disk full?); rerun the program")
+    off = HEADER_DTYPE.itemsize
+    ev = np.frombuffer(data, RAW_DTYPE, count=n, offset=off)
+    off += n * RAW_DTYPE.itemsize
+    names = [data[off + i * NAME_LEN: off + (i + 1) * NAME_LEN].split(b"\0", 1)[0].decode(errors="replace")
+             for i in range(nn)]
+    samples = np.frombuffer(data, SAMPLE_DTYPE, count=ns, offset=off + nn * NAME_LEN)
+    return {"rank": int(h["rank"]), "nranks": int(h["nranks"]), "events": ev, "names": names, "samples": samples,
+            "flushes": int(tr["flushes"]), "bytes": len(data)}
+
+
+def read_shim_trace(run_dir: str | pathlib.Path, psg=None) -> Trace:
+    """All ranks of one run directory -> Trace (psg: the program's PSG, for region names and lines;
+    by default EXP/psg.json two levels up, when the run directory is EXP/scale-p/rep-k)."""
+    from scalgraph.io.profile_file import read_rank_file
+    d = pathlib.Path(run_dir)
+    files = sorted(d.glob("rank-*.sgt"))
+    if not files:
+        raise UserError(f"{d}: no raw trace files (rank-*.sgt); record with `scalgraph run --trace`")
+    raws = [read_raw_rank(f) for f in files]
+    nranks = raws[0]["nranks"]
+    by_rank = {r["rank"]: r for r in raws}
+    missing = sorted(set(range(nranks)) - set(by_rank))
+    if missing:
+        raise UserError(f"{d}: the traces of ranks {missing[:8]} are missing (the run did not finish); rerun it")
+    if psg is None:
+        psg = _psg_beside(d)
+    profiles = [read_rank_file(d / f"rank-{r}.sgp") if (d / f"rank-{r}.sgp").is_file() else None
+                for r in range(nranks)]
+
+    regions: list[Region] = []
+    region_of: dict[tuple, int] = {}
+
+    def region(key: tuple, make) -> int:
+        if key not in region_of:
+            region_of[key] = len(regions)
+            regions.append(make())
+        return region_of[key]
+
+    def mpi_region(name: str, v: int) -> Region:
+        ok = psg is not None and 0 <= v < len(psg)
+        return Region(name=name, file="MPI", line=psg.line_first[v] if ok else 0, vertex=v if ok else -1)
+
+    def function_region(v: int) -> Region:
+        if psg is None or not 0 <= v < len(psg):
+            return Region(name=f"vertex {v}", vertex=v)
+        return Region(name=psg.function[v] or psg.name[v], file=psg.file[v], line=psg.line_first[v], vertex=v)
+
+    def vertex_region(v: int) -> Region:
+        name = f"{psg.name[v]}@{pathlib.Path(psg.file[v]).name}:{psg.line_first[v]}"
+        return Region(name=name, file=psg.file[v], line=psg.line_first[v], vertex=v)
+
+    events, windows, offsets, raw_events = [], {}, {}, 0
+    for r in range(nranks):
+        raw = by_rank[r]["events"]
+        names = by_rank[r]["names"]
+        raw_events += len(raw)
+        defs = raw["kind"] == WINDOW_DEF
+        for w, c in zip(raw["comm"][defs].tolist(), raw["peer"][defs].tolist()):
+            windows[int(w)] = int(c)
+        raw = raw[~defs]
+        ev = make_events(len(raw))
+        ev["time"] = raw["time_ns"] * 1e-9
+        ev["kind"] = raw["kind"]
+        for f in ("peer", "tag", "comm", "bytes"):
+            ev[f] = raw[f]
+        is_coll_end = raw["kind"] == 9
+        ev["bytes_recv"] = np.where(is_coll_end, raw["aux"], 0)
+        ev["request"] = np.where(is_coll_end, -1, raw["aux"])
+        enter_exit = np.flatnonzero((raw["kind"] == ENTER) | (raw["kind"] == EXIT))
+        rid, vid = raw["region"][enter_exit].tolist(), raw["vertex"][enter_exit].tolist()
+        ev["region"][enter_exit] = [
+            region(("mpi", names[g], v), lambda g=g, v=v: mpi_region(names[g], v)) if g >= 0
+            else region(("fn", v), lambda v=v: function_region(v)) for g, v in zip(rid, vid)]
+        ev = _close_open_regions(ev)
+        if psg is not None:
+            ev = _sampled_vertices(ev, by_rank[r]["samples"], psg, regions,
+                                   lambda v: region(("vertex", v), lambda v=v: vertex_region(v)))
+        events.append(ev)
+        offsets[r] = _clock_pairs(ev, regions, profiles[r])
+    comms = _comms(profiles, nranks)
+    meta = {"source": "scalgraph shim", "timer": "CLOCK_MONOTONIC", "raw_events": raw_events,
+            "raw_bytes": sum(x["bytes"] for x in raws), "raw_event_size": RAW_DTYPE.itemsize,
+            "buffer_flushes": sum(x["flushes"] for x in raws)}
+    if any(offsets.values()):
+        meta["clock_offsets"] = {str(r): p for r, p in offsets.items() if p}
+    if psg is not None:
+        meta["psg_hash"] = psg.hash()
+    return Trace(regions=regions, comms=comms, events=events, windows=windows, meta=meta)
+
+
+def _close_open_regions(ev: np.ndarray) -> np.ndarray:
+    """Regions still open when the file was closed (main, the functions around MPI_Finalize) end at
+    the last event; EXITs without their ENTER (the file starts inside them) cannot happen."""
+    stack: list[int] = []
+    for k, g in zip(ev["kind"].tolist(), ev["region"].tolist()):
+        if k == ENTER:
+            stack.append(g)
+        elif k == EXIT and stack:
+            stack.pop()
+    if not stack:
+        return ev
+    tail = make_events(len(stack))
+    tail["kind"] = EXIT
+    tail["region"] = stack[::-1]
+    tail["time"] = ev["time"][-1] if len(ev) else 0.0
+    return np.concatenate([ev, tail])
+
+
+def _sampled_vertices(ev: np.ndarray, samples: np.ndarray, psg, regions: list[Region], region_of) -> np.ndarray:
+    """Leaf regions for the vertices the SIGPROF samples saw between two traced events outside MPI:
+    the gap is cut at the midpoints between its samples (and at its ends), each piece becomes
+    ENTER/EXIT of the sampled vertex, neighbouring pieces of one vertex merge.  A statistical
+    reconstruction (resolution = the sampling period, 5 ms at 200 Hz): sg_cur stores are not observable."""
+    from scalgraph.model.psg import KINDS
+    if len(samples) == 0 or len(ev) == 0:
+        return ev
+    t = ev["time"]
+    is_mpi_region = np.array([r.is_mpi for r in regions] + [False])
+    depth = np.cumsum(np.where((ev["kind"] == ENTER) & is_mpi_region[ev["region"]], 1, 0)
+                      - np.where((ev["kind"] == EXIT) & is_mpi_region[ev["region"]], 1, 0))
+    st = samples["time_ns"] * 1e-9
+    gap = np.searchsorted(t, st, side="right")          # the sample lies between events gap-1 and gap
+    mpi_kind = KINDS.index("MPI")
+    verts = samples["vertex"].astype(np.int64)
+    ok = (gap > 0) & (gap < len(t)) & (verts < len(psg))
+    ok[ok] &= depth[gap[ok] - 1] == 0
+    ok[ok] &= np.array([psg.kind[v] != mpi_kind and psg.kind[v] != 0 for v in verts[ok].tolist()], bool)
+    ins_at, ins = [], []
+    idx = np.flatnonzero(ok)
+    for g in np.unique(gap[idx]).tolist():
+        mine = idx[gap[idx] == g]
+        ts, vs = st[mine], verts[mine].tolist()
+        cuts = np.concatenate([[t[g - 1]], (ts[1:] + ts[:-1]) / 2, [t[g]]])
+        start = 0
+        for i in range(1, len(vs) + 1):
+            if i == len(vs) or vs[i] != vs[start]:
+                reg = region_of(vs[start])
+                ins_at += [g, g]
+                ins.append((ENTER, reg, cuts[start]))
+                ins.append((EXIT, reg, cuts[i]))
+                start = i
+    if not ins:
+        return ev
+    extra = make_events(len(ins))
+    extra["kind"] = [k for k, _, _ in ins]
+    extra["region"] = [r for _, r, _ in ins]
+    extra["time"] = [x for _, _, x in ins]
+    return np.insert(ev, ins_at, extra)
+
+
+def _clock_pairs(ev: np.ndarray, regions: list[Region], prof: dict | None) -> list:
+    """[local time, rank 0's clock - local clock] at the end of MPI_Init and the start of MPI_Finalize."""
+    if prof is None:
+        return []
+    names = np.array([regions[g].name if g >= 0 else "" for g in ev["region"].tolist()], dtype=object)
+    pairs = []
+    for name, kind, key in (("MPI_Init", EXIT, "clock_offset_init"), ("MPI_Init_thread", EXIT, "clock_offset_init"),
+                            ("MPI_Finalize", ENTER, "clock_offset_final")):
+        at = np.flatnonzero((names == name) & (ev["kind"] == kind))
+        off = float(prof[key])
+        if len(at) and np.isfinite(off) and off != 0.0:
+            pairs.append([float(ev["time"][at[0]]), -off])
+    return pairs
+
+
+def _comms(profiles: list, nranks: int) -> dict[int, list[int]]:
+    comms: dict[int, list[int]] = {0: list(range(nranks))}
+    for prof in profiles:
+        if prof is None:
+            continue
+        members = prof["members"]
+        for c in prof["comms"]:
+            off, size = int(c["offset"]), int(c["size"])
+            comms.setdefault(int(c["id"]), [int(m) for m in members[off:off + size]])
+    return comms
+
+
+def _psg_beside(run_dir: pathlib.Path):
+    for cand in (run_dir.parent.parent / "psg.json", run_dir / "psg.json"):
+        if cand.is_file():
+            import json
+            from scalgraph.model.psg import psg_from_dict
+            try:
+                return psg_from_dict(json.loads(cand.read_text()))
+            except (ValueError, KeyError, TypeError) as e:
+                raise UserError(f"{cand}: not a readable PSG ({e}); rerun `scalgraph run`") from None
+    return None
