@@ -35,6 +35,21 @@ def test_text_report_equals_serial(tmp_path):
     assert "Late Sender / Wrong Order" in par.stdout and "  clock: not corrected" in par.stdout
 
 
+def test_json_trace_in_parallel_equals_serial(tmp_path):
+    """Formats other than the own binary one are read whole by every process and cut."""
+    require_tool(have_mpi(), "mpi4py and mpiexec are not installed")
+    import json
+    from test_trace_parallel import assert_same
+    path = tmp_path / "wo.json"
+    write_trace(wrong_order_and_waitall().build(), path, "json")
+    serial = json.loads(run(str(path), "--no-clock-correction", "--json").stdout)
+    par = run(str(path), "--parallel", "2", "--json")
+    assert par.returncode == 0, par.stderr
+    par = json.loads(par.stdout)
+    assert par.pop("clock") and serial.pop("clock") == ""
+    assert_same(serial, par)
+
+
 @pytest.mark.parametrize("content", [b"garbage", None])
 def test_bad_trace_is_one_line_and_nonzero(tmp_path, content):
     require_tool(have_mpi(), "mpi4py and mpiexec are not installed")

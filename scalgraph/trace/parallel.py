@@ -31,8 +31,11 @@ def read_block(path: str, comm) -> tuple[tm.Trace, np.ndarray, np.ndarray]:
     """This process's block of ranks (other ranks empty), all ranks' event counts, the blocks."""
     from scalgraph.io import trace_binary
     from scalgraph.io.trace_read import read_trace
-    with open(path, "rb") as f:
-        binary = trace_binary.is_binary_trace(f.read(16))
+    try:
+        with open(path, "rb") as f:
+            binary = trace_binary.is_binary_trace(f.read(16))
+    except OSError:                  # a directory (OTF2 archive) or unreadable: read_trace says which
+        binary = False
     me, nprocs = comm.Get_rank(), comm.Get_size()
     if binary:
         head, counts = trace_binary.read_binary_ranks(path, 0, 0)
