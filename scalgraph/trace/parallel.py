@@ -262,6 +262,9 @@ def launch(nprocs: int, trace: str, top: int = 10, as_json: bool = False) -> int
         raise UserError(f"--parallel must be at least 1 (got {nprocs})")
     if not pathlib.Path(trace).exists():
         raise UserError(f"{trace}: no such file or directory")
+    import importlib.util
+    if importlib.util.find_spec("mpi4py") is None:
+        raise UserError("--parallel needs mpi4py (pip install mpich mpi4py into this environment)")
     here = pathlib.Path(sys.executable).parent / "mpiexec"
     mpiexec = str(here) if here.exists() else shutil.which("mpiexec")
     if mpiexec is None:

@@ -93,7 +93,8 @@ def build_partial(comm, trace: tm.Trace, counts: np.ndarray, bounds: np.ndarray)
     nest = matching.match_regions(flat)
     ev = flat.ev
     kind, peer, ecomm = ev["kind"], ev["peer"].astype(np.int64), ev["comm"]
-    irecv_pair = matching.match_requests(flat, tm.IRECV_REQUEST, tm.IRECV)
+    # the posting MPI_Irecv of each receive (only needed when there is someone to send skeletons to)
+    irecv_pair = matching.match_requests(flat, tm.IRECV_REQUEST, tm.IRECV) if nprocs > 1 else None
     members_of = {c: np.asarray(m, np.int64) for c, m in trace.comms.items()}
     last = flat.offsets[1:][np.diff(flat.offsets) > 0] - 1
     mpi_calls = None
