@@ -35,6 +35,9 @@ def add_arguments(p) -> None:
     inp.add_argument("program", nargs=argparse.REMAINDER, metavar="-- PROGRAM [ARGS]",
                      help="the program built with sgcc/sgcxx/sgfort and its arguments")
     run = p.add_argument_group("how to run")
+    run.add_argument("--trace", action="store_true",
+                     help="also record event traces (SCALGRAPH_TRACE=1); each run's trace.sgtrace is what "
+                          "`scalgraph trace EXP/scale-P/rep-K` analyses")
     run.add_argument("--hz", type=float, default=None, metavar="N",
                      help="sampling rate per rank (SCALGRAPH_HZ; default: the shim's, 200)")
     run.add_argument("--mpiexec", default=None, metavar="PATH",
@@ -228,6 +231,8 @@ def run_one(exp: pathlib.Path, entry: dict, command, launcher, args) -> None:
     env["SCALGRAPH_OUT"] = str(out_dir)
     if args.hz is not None:
         env["SCALGRAPH_HZ"] = f"{args.hz:g}"
+    if getattr(args, "trace", False):
+        env["SCALGRAPH_TRACE"] = "1"
     entry.update(status=ew.PENDING, exit_code=None, wall_time=0.0, started=_now())
     entry.pop("error", None)
     start = time.monotonic()
@@ -255,12 +260,28 @@ def run_one(exp: pathlib.Path, entry: dict, command, launcher, args) -> None:
                                              "program was not linked with the scalgraph shim)")
     else:
         entry["status"] = ew.OK
+        if getattr(args, "trace", False):
+            convert_trace(out_dir, entry)
+
+
+TRACE_FILE = "trace.sgtrace"
+
+
+def convert_trace(out_dir: pathlib.Path, entry: dict) -> None:
+    """The ranks' raw traces (rank-*.sgt) -> one checked trace file beside the profiles."""
+    from scalgraph.io.trace_read import write_trace
+    from scalgraph.io.trace_shim import read_shim_trace
+    try:
+        write_trace(read_shim_trace(out_dir), out_dir / TRACE_FILE)
+    except UserError as e:
+        entry.update(status=ew.FAILED, error=f"trace: {e}")
 
 
 def clear_run_dir(out_dir: pathlib.Path) -> None:
     """Remove what an earlier, unfinished attempt of this run left (only files this tool writes)."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    for f in list(out_dir.glob("rank-*.sgp*")) + [out_dir / n for n in OUTPUT_FILES]:
+    for f in (list(out_dir.glob("rank-*.sgp*")) + list(out_dir.glob("rank-*.sgt*")) +
+              [out_dir / n for n in OUTPUT_FILES + ("trace.sgtrace",)]):
         if f.is_file():
             f.unlink()
 

@@ -31,6 +31,13 @@ def analyse(trace, clock_correction: bool = True, top: int = 10, source: str = "
                                clock=clock, source=source)
 
 
+def _run_trace(path: str) -> str:
+    """A run directory of `scalgraph run --trace` (EXP/scale-P/rep-K) stands for its trace.sgtrace."""
+    import pathlib
+    p = pathlib.Path(path)
+    return str(p / "trace.sgtrace") if p.is_dir() and (p / "trace.sgtrace").is_file() else path
+
+
 def run(args) -> int:
     from scalgraph.errors import UserError
     from scalgraph.io.trace_read import read_trace
@@ -39,8 +46,8 @@ def run(args) -> int:
         raise UserError(f"--top must be at least 1 (got {args.top})")
     if args.parallel:
         from scalgraph.trace.parallel import launch
-        return launch(args.parallel, str(args.trace), top=args.top, as_json=args.json)
-    trace = read_trace(args.trace)
+        return launch(args.parallel, _run_trace(str(args.trace)), top=args.top, as_json=args.json)
+    trace = read_trace(_run_trace(args.trace))
     result = analyse(trace, clock_correction=not args.no_clock_correction, top=args.top, source=str(args.trace))
     if args.json:
         report.write_json(result, sys.stdout)

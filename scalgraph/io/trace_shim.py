@@ -115,7 +115,7 @@ def read_shim_trace(run_dir: str | pathlib.Path, psg=None) -> Trace:
             windows[int(w)] = int(c)
         raw = raw[~defs]
         ev = make_events(len(raw))
-        ev["time"] = raw["time_ns"] * 1e-9
+        ev["time"] = raw["time_ns"] / 1e9     # exactly what a 1 ns-tick format (OTF2) reads back
         ev["kind"] = raw["kind"]
         for f in ("peer", "tag", "comm", "bytes"):
             ev[f] = raw[f]
@@ -174,11 +174,12 @@ def _sampled_vertices(ev: np.ndarray, samples: np.ndarray, psg, regions: list[Re
     is_mpi_region = np.array([r.is_mpi for r in regions] + [False])
     depth = np.cumsum(np.where((ev["kind"] == ENTER) & is_mpi_region[ev["region"]], 1, 0)
                       - np.where((ev["kind"] == EXIT) & is_mpi_region[ev["region"]], 1, 0))
-    st = samples["time_ns"] * 1e-9
-    gap = np.searchsorted(t, st, side="right")          # the sample lies between events gap-1 and gap
+    t_ns = np.round(t * 1e9).astype(np.int64)           # whole nanoseconds, so the cuts survive OTF2
+    st = samples["time_ns"].astype(np.int64)
+    gap = np.searchsorted(t_ns, st, side="right")          # the sample lies between events gap-1 and gap
     mpi_kind = KINDS.index("MPI")
     verts = samples["vertex"].astype(np.int64)
-    ok = (gap > 0) & (gap < len(t)) & (verts < len(psg))
+    ok = (gap > 0) & (gap < len(t_ns)) & (verts < len(psg))
     ok[ok] &= depth[gap[ok] - 1] == 0
     ok[ok] &= np.array([psg.kind[v] != mpi_kind and psg.kind[v] != 0 for v in verts[ok].tolist()], bool)
     ins_at, ins = [], []
@@ -186,7 +187,7 @@ def _sampled_vertices(ev: np.ndarray, samples: np.ndarray, psg, regions: list[Re
     for g in np.unique(gap[idx]).tolist():
         mine = idx[gap[idx] == g]
         ts, vs = st[mine], verts[mine].tolist()
-        cuts = np.concatenate([[t[g - 1]], (ts[1:] + ts[:-1]) / 2, [t[g]]])
+        cuts = np.concatenate([[t_ns[g - 1]], (ts[1:] + ts[:-1]) // 2, [t_ns[g]]]) / 1e9
         start = 0
         for i in range(1, len(vs) + 1):
             if i == len(vs) or vs[i] != vs[start]:

@@ -1,0 +1,117 @@
+"""Trace mode end to end on the samples with known injected delays: build with the compile wrapper,
+`scalgraph run --trace -n 4`, `scalgraph trace --json EXP/scale-4/rep-0`, and check the report names
+the injected cause (samples/*/expected.json); the traced run prints what the plain build prints; an
+OTF2 export of the recorded trace gives the identical report."""
+from __future__ import annotations
+
+import json
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+from test_e2e_samples import build_plain, build_with_wrapper, expected, require_parts
+
+P = 4
+
+
+def scalgraph(*args: str, cwd: pathlib.Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "scalgraph.cli", *args], capture_output=True, text=True,
+                          cwd=cwd, timeout=900)
+
+
+@pytest.fixture(scope="module")
+def traced(tmp_path_factory):
+    """name -> (work dir, run dir of the traced 4-rank run, plain executable); built and run once."""
+    done = {}
+
+    def get(name: str):
+        if name not in done:
+            require_parts(name)
+            out = tmp_path_factory.mktemp(f"trace-{name}")
+            exe = build_with_wrapper(name, out)
+            exp = out / "exp"
+            res = scalgraph("run", "--trace", "-n", str(P), "-o", str(exp), "--", str(exe), cwd=out)
+            assert res.returncode == 0, f"scalgraph run --trace failed:\n{res.stderr}"
+            done[name] = (out, exp / f"scale-{P}" / "rep-0", exe)
+        return done[name]
+    return get
+
+
+def report(run_dir: pathlib.Path, cwd: pathlib.Path, *extra: str) -> dict:
+    res = scalgraph("trace", "--json", *extra, str(run_dir), cwd=cwd)
+    assert res.returncode == 0, f"scalgraph trace failed:\n{res.stderr}"
+    return json.loads(res.stdout)
+
+
+def line_of(where: str) -> tuple[str, int]:
+    """'/path/cg.c:21 [vertex 18]' -> ('cg.c', 21)"""
+    loc = where.split(" [")[0]
+    file, _, line = loc.rpartition(":")
+    return pathlib.Path(file).name, int(line)
+
+
+def user_code(cause: dict) -> bool:
+    """A root cause in the program's own code: the innermost region is not an MPI routine."""
+    return not cause["callpath"].rsplit("/", 1)[-1].startswith("MPI_")
+
+
+def test_cg_injected_delay_is_the_top_user_code_root_cause(traced):
+    out, run_dir, _ = traced("cg")
+    rc = expected("cg")["root_cause"]
+    causes = report(run_dir, out)["delay"]["root_causes"]
+    assert causes, "no delay root causes in the cg trace"
+    mine = [c for c in causes if user_code(c)]
+    file, line = line_of(mine[0]["where"])
+    listing = "\n".join(f"  {c['callpath']} {c['where']} {c['seconds']:.3f}s" for c in causes[:5])
+    assert file == rc["file"] and rc["lines"][0] <= line <= rc["lines"][-1], (
+        f"expected {rc['file']}:{rc['line']} as the top root cause in user code, got:\n{listing}")
+    assert mine[0]["ranks"]["max_rank"] == P // 2, f"the audit runs on rank {P // 2}:\n{listing}"
+    # it is one of the two largest causes overall and explains a large share of all waiting
+    assert mine[0] in causes[:2], listing
+    assert mine[0]["percent_of_waiting"] > 25.0, listing
+
+
+def test_rma_late_post_found_on_the_right_rank(traced):
+    out, run_dir, _ = traced("rma")
+    want = expected("rma")
+    tr = want["trace"]
+    rep = report(run_dir, out)
+    late_posts = [i for i in rep["instances"] if i["pattern"] == "Late Post"]
+    assert late_posts, "no Late Post instance in the RMA trace"
+    worst = late_posts[0]
+    assert worst["rank"] == tr["waiting_rank_at_4"] and worst["causer"] == tr["late_rank_at_4"], worst
+    early_waits = [i for i in rep["instances"] if i["pattern"] == "Early Wait"]
+    assert early_waits and early_waits[0]["rank"] == tr["early_wait_rank_at_4"], early_waits[:1]
+    top = rep["delay"]["root_causes"][0]
+    file, line = line_of(top["where"])
+    rc = want["root_cause"]
+    assert file == rc["file"] and rc["lines"][0] <= line <= rc["lines"][-1], top
+    assert top["ranks"]["max_rank"] == tr["late_rank_at_4"], top
+
+
+def test_traced_output_equals_plain_output(traced):
+    out, run_dir, _ = traced("cg")
+    plain = build_plain("cg", out)
+    from scalgraph.runtime.launch import find_launcher
+    launcher = find_launcher(str(plain))
+    ref = subprocess.run(launcher.command(P, [str(plain)]), env=launcher.environment(P), capture_output=True,
+                         text=True, timeout=300)
+    assert ref.returncode == 0, ref.stderr
+    assert (run_dir / "stdout.txt").read_text() == ref.stdout
+
+
+def test_otf2_export_gives_the_identical_report(traced):
+    from conftest import require_tool
+    import importlib.util
+    require_tool(importlib.util.find_spec("otf2") is not None, "no otf2 (pip install otf2)")
+    from scalgraph.io.trace_read import read_trace, write_trace
+    out, run_dir, _ = traced("cg")
+    anchor = out / "otf2-export" / "traces.otf2"
+    anchor.parent.mkdir()
+    write_trace(read_trace(run_dir / "trace.sgtrace"), anchor, "otf2")
+    a = report(run_dir, out)
+    b = report(anchor, out)
+    a.pop("source"), b.pop("source")
+    assert a == b
