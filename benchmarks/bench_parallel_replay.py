@@ -69,20 +69,27 @@ def mpiexec() -> str:
     return str(here) if here.exists() else shutil.which("mpiexec")
 
 
-def run(cmd: list[str]) -> tuple[dict, float]:
-    t0 = time.perf_counter()
-    res = subprocess.run(cmd, capture_output=True, text=True)
-    total = time.perf_counter() - t0
-    if res.returncode != 0:
-        sys.exit(f"{' '.join(cmd[:4])} ... failed:\n{res.stderr[-2000:]}")
-    return json.loads(res.stdout.strip().splitlines()[-1]), total
+def run(cmd: list[str], repeat: int) -> tuple[dict, float]:
+    """Best of `repeat` runs by replay wall time (the machine is shared: the minimum is the least
+    disturbed run)."""
+    best = None
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        res = subprocess.run(cmd, capture_output=True, text=True)
+        total = time.perf_counter() - t0
+        if res.returncode != 0:
+            sys.exit(f"{' '.join(cmd[:4])} ... failed:\n{res.stderr[-2000:]}")
+        m = json.loads(res.stdout.strip().splitlines()[-1])
+        if best is None or m["wall"] < best[0]["wall"]:
+            best = (m, total)
+    return best
 
 
 def same(a: dict, b: dict) -> bool:
     return all(abs(a[k] - b[k]) <= 1e-9 * max(1.0, abs(a[k])) for k in ("waiting", "delay", "cp", "time"))
 
 
-def bench(nevents: int, nranks: int, procs: list[int], tmp: str) -> None:
+def bench(nevents: int, nranks: int, procs: list[int], tmp: str, repeat: int) -> None:
     path = os.path.join(tmp, f"synthetic_{nevents}.sgt")
     trace = synthetic_trace(nevents, nranks)
     n = sum(len(e) for e in trace.events)
@@ -91,16 +98,16 @@ def bench(nevents: int, nranks: int, procs: list[int], tmp: str) -> None:
     del trace
     cores = os.cpu_count()
     print(f"\n{n} events, {nranks} ranks, {os.path.getsize(path) / 2**20:.0f} MiB trace; {cores} cores "
-          f"(runs with more processes than cores are oversubscribed)")
+          f"(runs with more processes than cores are oversubscribed); best of {repeat} runs each")
     print(f"{'':>14} {'run wall s':>10} {'replay s':>9} {'speed-up':>8} {'max CPU s':>9} "
           f"{'peak RSS MiB/proc':>18} {'same numbers':>12}")
-    ref, total = run([sys.executable, "-c", SERIAL, path])
+    ref, total = run([sys.executable, "-c", SERIAL, path], repeat)
     print(f"{'serial engine':>14} {total:10.2f} {ref['wall']:9.2f} {'':>8} {ref['cpu']:9.2f} {max(ref['rss']):18.0f} "
           f"{'reference':>12}")
     base = None
     phases = []
     for p in procs:
-        m, total = run([mpiexec(), "-n", str(p), sys.executable, "-c", DRIVER, path])
+        m, total = run([mpiexec(), "-n", str(p), sys.executable, "-c", DRIVER, path], repeat)
         base = base or m["wall"]
         over = " (oversubscribed)" if cores and p > cores else ""
         print(f"{p:>3} processes {total:10.2f} {m['wall']:9.2f} {base / m['wall']:7.2f}x {m['cpu']:9.2f} "
@@ -115,10 +122,11 @@ def main(argv=None) -> int:
     ap.add_argument("--large", action="store_true", help="1e7 events instead of 1e6")
     ap.add_argument("--events", type=int, default=None, help="any other size")
     ap.add_argument("--ranks", type=int, default=64)
+    ap.add_argument("--repeat", type=int, default=None, help="runs per configuration (default 5, 2 with --large)")
     args = ap.parse_args(argv)
     n = args.events or (10**7 if args.large else 10**6)
     with tempfile.TemporaryDirectory(prefix="sg_parbench") as tmp:
-        bench(n, args.ranks, [1, 2, 4], tmp)
+        bench(n, args.ranks, [1, 2, 4], tmp, args.repeat or (2 if n >= 10**7 else 5))
     return 0
 
 
