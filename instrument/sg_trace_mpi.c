@@ -17,11 +17,14 @@ int64_t sg_trace_post(int kind, int32_t peer, int32_t tag, int32_t comm_index, i
     return id;
 }
 
+/* The collective wrappers pass what this rank contributes; it also stands for what it receives
+ * (exact for Allreduce, Alltoall, Allgather with equal counts; a zero-byte part of a rooted call
+ * looks non-zero) and the root is not known here (-1: the rooted patterns are not evaluated). */
 void sg_trace_coll(struct sg_thread *t, MPI_Comm comm, int root, int64_t bytes) {
     int32_t idx = sg_comm_index(comm);
     int32_t world_root = root >= 0 ? sg_comm_world_rank(idx, root) : -1;
     sg_trace_event(t, SG_TEV_COLL_BEGIN, -1, 0, -1, 0, -1);
-    sg_trace_event(t, SG_TEV_COLL_END, world_root, 0, sg_comm_id(idx), bytes, 0);
+    sg_trace_event(t, SG_TEV_COLL_END, world_root, 0, sg_comm_id(idx), bytes, bytes);
 }
 
 /* ---- windows: handle -> (trace window id, communicator index); main thread only ---- */

@@ -70,7 +70,7 @@ def test_cg_injected_delay_is_the_top_user_code_root_cause(traced):
     assert mine[0]["ranks"]["max_rank"] == P // 2, f"the audit runs on rank {P // 2}:\n{listing}"
     # it is one of the two largest causes overall and explains a large share of all waiting
     assert mine[0] in causes[:2], listing
-    assert mine[0]["percent_of_waiting"] > 25.0, listing
+    assert mine[0]["percent_of_waiting"] > 20.0, listing
 
 
 def test_rma_late_post_found_on_the_right_rank(traced):
@@ -115,3 +115,32 @@ def test_otf2_export_gives_the_identical_report(traced):
     b = report(anchor, out)
     a.pop("source"), b.pop("source")
     assert a == b
+
+
+def test_detect_uses_the_trace_wait_states(tmp_path):
+    """`scalgraph detect` on a traced experiment weights the dependence edges with the replay's wait
+    states, says so (text note and JSON field), and still names the injected loop."""
+    require_parts("cg")
+    rc = expected("cg")["root_cause"]
+    exe = build_with_wrapper("cg", tmp_path)
+    exp = tmp_path / "exp"
+    res = scalgraph("run", "--trace", "-n", "2,4", "-o", str(exp), "--", str(exe), cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    det = scalgraph("detect", "--json", str(exp), cwd=tmp_path)
+    assert det.returncode == 0, det.stderr
+    rep = json.loads(det.stdout)
+    assert rep["evidence"]["waiting"] == "trace" and rep["evidence"]["scale"] == 4
+    top = rep["root_causes"][0]
+    assert pathlib.Path(top["file"]).name == rc["file"] and rc["lines"][0] <= top["line"] <= rc["lines"][-1], top
+    assert top["rank"] == 2
+    text = scalgraph("detect", str(exp), cwd=tmp_path)
+    assert "exact wait states from the trace replay" in text.stdout
+
+
+def test_detect_without_traces_says_it_used_the_profiles(tmp_path):
+    require_parts("cg")
+    exe = build_with_wrapper("cg", tmp_path)
+    exp = tmp_path / "exp"
+    assert scalgraph("run", "-n", "2", "-o", str(exp), "--", str(exe), "2", cwd=tmp_path).returncode == 0
+    det = scalgraph("detect", "--json", str(exp), cwd=tmp_path)
+    assert json.loads(det.stdout)["evidence"] == {"waiting": "profile"}

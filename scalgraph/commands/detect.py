@@ -39,9 +39,11 @@ def run(args) -> int:
     if args.top < 1 or args.clusters < 0:
         raise UserError("--top must be at least 1 and --clusters at least 0")
     exp = read_experiment(args.experiment)
-    result = analyse(exp.psg, exp.profiles(), abnorm_thd=args.abnorm_thd, min_share=args.min_share,
+    profiles, evidence = with_trace_evidence(exp)
+    result = analyse(exp.psg, profiles, abnorm_thd=args.abnorm_thd, min_share=args.min_share,
                      clusters=args.clusters, top=args.top, weak=args.weak)
-    result["notes"] = exp.warnings + result["notes"]
+    result["notes"] = exp.warnings + [evidence["note"]] + result["notes"]
+    result["evidence"] = {k: v for k, v in evidence.items() if k != "note"}
     if args.json:
         write_json(result, sys.stdout, str(args.experiment))
     else:
@@ -53,3 +55,29 @@ def run(args) -> int:
               file=sys.stderr)
         return EXIT_ONE_SCALE
     return 0
+
+
+TRACE_FILE = "trace.sgtrace"
+
+
+def with_trace_evidence(exp):
+    """When the largest scale was recorded with `scalgraph run --trace`, its dependence edges get the
+    exact wait-state costs of the trace replay (scalgraph/trace/evidence.py) instead of the profile's
+    blocked time.  Returns (scale -> RunProfile mapping, what was used)."""
+    profiles = exp.profiles()
+    if not exp.scales:
+        return profiles, {"waiting": "profile", "note": "waiting evidence: profile (no runs)"}
+    big = exp.scales[-1]
+    trace_path = exp.run_dirs[big][0] / TRACE_FILE
+    if not trace_path.is_file():
+        return profiles, {"waiting": "profile",
+                          "note": "waiting evidence: the profiles' blocked time in MPI (no traces; record them "
+                                  "with `scalgraph run --trace` for exact wait states)"}
+    from scalgraph.commands.trace import analyse_forward
+    from scalgraph.io.trace_read import read_trace
+    from scalgraph.trace.evidence import profile_with_trace_waits, waits_by_vertex
+    waits = waits_by_vertex(analyse_forward(read_trace(trace_path)))
+    merged = {p: profiles[p] for p in exp.scales[:-1]}   # the smaller scales are read as before
+    merged[big] = profile_with_trace_waits(profiles[big], waits)
+    return merged, {"waiting": "trace", "trace": str(trace_path), "scale": big,
+                    "note": f"waiting evidence at p={big}: exact wait states from the trace replay of {trace_path}"}

@@ -19,6 +19,15 @@ def add_arguments(p) -> None:
     out.add_argument("--json", action="store_true", help="print the whole result as JSON")
 
 
+def analyse_forward(trace, clock_correction: bool = True):
+    """Clock correction (unless off) and the forward replay: the wait states of a trace."""
+    from scalgraph.trace import forward
+    if clock_correction:
+        from scalgraph.trace.clock import correct_clocks
+        trace, _ = correct_clocks(trace)
+    return forward.forward_replay(forward.build_context(trace))
+
+
 def analyse(trace, clock_correction: bool = True, top: int = 10, source: str = "") -> dict:
     from scalgraph.trace import critical_path, delay, forward, report
     clock = ""
