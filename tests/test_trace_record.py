@@ -1,0 +1,128 @@
+"""The shim's trace mode on real runs: what the raw per-rank files hold (scalgraph/io/trace_shim.py
+reads them).  Counts are checked against what the sample programs do, not against recorded values."""
+from __future__ import annotations
+
+import os
+import pathlib
+import subprocess
+
+import numpy as np
+import pytest
+
+from scalgraph.model import trace as tm
+from test_e2e_samples import build_with_wrapper, require_parts
+
+P = 4
+
+
+def run_traced(exe: pathlib.Path, out: pathlib.Path, *args: str, env_extra: dict | None = None):
+    from scalgraph.runtime.launch import find_launcher
+    launcher = find_launcher(str(exe))
+    out.mkdir()
+    env = {**launcher.environment(P), "SCALGRAPH_OUT": str(out), "SCALGRAPH_TRACE": "1", **(env_extra or {})}
+    res = subprocess.run(launcher.command(P, [str(exe), *args]), env=env, capture_output=True, text=True,
+                         timeout=300)
+    assert res.returncode == 0, res.stderr
+    return res
+
+
+@pytest.fixture(scope="module")
+def cg(tmp_path_factory):
+    require_parts("cg")
+    d = tmp_path_factory.mktemp("rec-cg")
+    return d, build_with_wrapper("cg", d)
+
+
+def mpi_enters(trace: tm.Trace, rank: int, name: str) -> int:
+    ev = trace.events[rank]
+    ids = [i for i, r in enumerate(trace.regions) if r.name == name]
+    return int(np.isin(ev["region"][ev["kind"] == tm.ENTER], ids).sum())
+
+
+def test_cg_trace_has_every_mpi_call_and_message(cg):
+    from scalgraph.io.trace_shim import read_raw_rank, read_shim_trace
+    from scalgraph.static import read_psg_from_executable
+    from scalgraph.trace.validate import check_trace
+    d, exe = cg
+    iterations = 7
+    run_traced(exe, d / "out", str(iterations))
+    trace = read_shim_trace(d / "out", read_psg_from_executable(str(exe)))
+    check_trace(trace, where="cg trace")
+    assert trace.nranks == P and trace.comms[0] == list(range(P))
+    for r in range(P):
+        assert mpi_enters(trace, r, "MPI_Init") == 1 and mpi_enters(trace, r, "MPI_Finalize") == 1
+        assert mpi_enters(trace, r, "MPI_Sendrecv") == 2 * iterations      # two halo exchanges per iteration
+        # Allreduce: one before the loop, two per iteration; all on MPI_COMM_WORLD
+        ends = trace.events[r][trace.events[r]["kind"] == tm.COLL_END]
+        assert mpi_enters(trace, r, "MPI_Allreduce") == 1 + 2 * iterations
+        assert set(ends["comm"].tolist()) == {0}
+    # every message sent is received, with the same tag and size; MPI_PROC_NULL neighbours send nothing
+    sends = [(r, int(e["peer"]), int(e["tag"]), int(e["bytes"])) for r in range(P)
+             for e in trace.events[r][trace.events[r]["kind"] == tm.SEND]]
+    recvs = [(int(e["peer"]), r, int(e["tag"]), int(e["bytes"])) for r in range(P)
+             for e in trace.events[r][trace.events[r]["kind"] == tm.RECV]]
+    assert sorted(sends) == sorted(recvs) and len(sends) == 2 * (P - 1) * iterations
+    # the MPI regions carry the PSG vertex of their call site
+    psg = read_psg_from_executable(str(exe))
+    for reg in trace.regions:
+        if reg.is_mpi:
+            assert psg.kind_name(reg.vertex) == "MPI" and psg.name[reg.vertex] == reg.name
+    raw = read_raw_rank(d / "out" / "rank-0.sgt")
+    assert raw["events"].dtype.itemsize == 48 and raw["samples"]["vertex"].max() < len(psg)
+
+
+def test_filter_drops_the_listed_vertices_only(cg):
+    from scalgraph.io.trace_shim import read_shim_trace
+    from scalgraph.static import read_psg_from_executable
+    d, exe = cg
+    psg = read_psg_from_executable(str(exe))
+    main = psg.function.index("main")      # the FUNCTION vertex of main
+    flt = d / "filter.txt"
+    flt.write_text(f"# drop main's ENTER/EXIT\n{main}\n")
+    run_traced(exe, d / "filtered", "3", env_extra={"SCALGRAPH_TRACE_FILTER": str(flt)})
+    trace = read_shim_trace(d / "filtered", psg)
+    assert not any(r.name == "main" and not r.is_mpi and r.vertex == main for r in trace.regions)
+    assert mpi_enters(trace, 0, "MPI_Sendrecv") == 6
+
+
+def test_filter_with_a_name_is_reported(cg):
+    d, exe = cg
+    flt = d / "bad-filter.txt"
+    flt.write_text("audit_residual\n")
+    res = run_traced(exe, d / "badfilter", "2", env_extra={"SCALGRAPH_TRACE_FILTER": str(flt)})
+    assert "is not a vertex id" in res.stderr
+
+
+def test_untraced_run_writes_no_trace(cg):
+    from scalgraph.runtime.launch import find_launcher
+    d, exe = cg
+    launcher = find_launcher(str(exe))
+    out = d / "plain"
+    out.mkdir()
+    env = {k: v for k, v in launcher.environment(P).items() if k != "SCALGRAPH_TRACE"}
+    env["SCALGRAPH_OUT"] = str(out)
+    env.pop("SCALGRAPH_TRACE", None)
+    res = subprocess.run(launcher.command(P, [str(exe), "2"]), env=env, capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0
+    assert not list(out.glob("rank-*.sgt*")) and len(list(out.glob("rank-*.sgp"))) == P
+
+
+@pytest.mark.parametrize("name", ["zeusmp", "masterworker"])
+def test_nonblocking_and_wildcard_traces_replay(name, tmp_path):
+    """zeusmp: Isend/Irecv/Waitall halo exchange; masterworker: receives from MPI_ANY_SOURCE.  Every
+    message and request is paired, the structural checks pass and the replay runs."""
+    from scalgraph.io.trace_shim import read_shim_trace
+    from scalgraph.static import read_psg_from_executable
+    from scalgraph.commands.trace import analyse
+    require_parts(name)
+    exe = build_with_wrapper(name, tmp_path)
+    run_traced(exe, tmp_path / "out")
+    trace = read_shim_trace(tmp_path / "out", read_psg_from_executable(str(exe)))
+    kinds = np.concatenate([e["kind"] for e in trace.events])
+    n = {k: int((kinds == getattr(tm, k)).sum()) for k in ("SEND", "RECV", "ISEND", "ISEND_COMPLETE",
+                                                            "IRECV_REQUEST", "IRECV")}
+    assert n["ISEND"] + n["SEND"] == n["IRECV"] + n["RECV"] > 0, n
+    assert n["ISEND"] == n["ISEND_COMPLETE"] and n["IRECV_REQUEST"] == n["IRECV"], n
+    assert (n["ISEND"] > 0) == (name == "zeusmp"), n
+    rep = analyse(trace)
+    assert rep["ranks"] == P and rep["events"] == sum(len(e) for e in trace.events)
