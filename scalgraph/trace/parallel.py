@@ -86,7 +86,6 @@ def _phase(name: str) -> None:
 
 def replay(comm, path: str, top: int = 10, source: str = "") -> dict | None:
     """The whole parallel replay; returns the report on process 0, None elsewhere."""
-    from scalgraph.trace import forward, report
     PHASE_SECONDS.clear()
     _phase("")
     trace, counts, bounds = _agree(comm, read_block, path, comm)
@@ -100,98 +99,102 @@ def replay(comm, path: str, top: int = 10, source: str = "") -> dict | None:
         if sub == MPI.COMM_NULL:
             return None
         comm, bounds = sub, bounds[:len(active) + 1]
-    me, nprocs = comm.Get_rank(), comm.Get_size()
     _phase("read")
     part: Partial = _agree(comm, build_partial, comm, trace, counts, bounds)
     _phase("skeleton")
     ctx = part.ctx
-    p = part.nranks
-
     # call-path ids as the serial engine numbers them
     tables = comm.gather((ctx.nest.cp_parent, ctx.nest.cp_region, rank_callpaths(part)), root=0)
-    merged = merge_callpaths(tables) if me == 0 else None
-    maps, g_parent, g_region = comm.bcast((merged[0], merged[1], merged[2]) if me == 0 else None, root=0)
-    cpmap = np.append(maps[me], -1)              # index -1 (outside every region) stays -1
-    ncp = len(g_parent)
-
-    # forward
+    merged = merge_callpaths(tables) if comm.Get_rank() == 0 else None
+    maps, g_parent, g_region = comm.bcast(merged, root=0)
+    cpmap = np.append(maps[comm.Get_rank()], -1)      # index -1 (outside every region) stays -1
     _phase("callpaths")
+    fwd, waits, forward_out = _forward(comm, part, cpmap, len(g_parent), min(top, 5))
+    sync = waits[patterns.SYNC_PATTERNS[waits["pattern"]]]
+    delay_out = _delay(comm, part, sync, cpmap, len(g_parent))
+    path_out = _critical_path(comm, part, fwd, sync, cpmap, len(g_parent))
+    if comm.Get_rank() != 0:
+        return None
+    cube, inst, stats = forward_out
+    (ids, omega, gamma), short, long_, sums = delay_out
+    dw = np.zeros(len(omega), patterns.WAIT_DTYPE)
+    dw["wait"] = omega
+    dl = DelayResult(waits=dw, short_term=short.sum(axis=0), long_term=long_.sum(axis=0), short_by_pattern=short,
+                     long_by_pattern=long_, gamma=gamma, direct=sums[1:2], indirect=sums[2:3],
+                     unexplained=float(sums[0]))
+    fake_ctx, fake_rows = _report_inputs(ctx.trace.regions, part.nranks, int(counts.sum()), g_parent, g_region,
+                                         [x for i in inst for x in i], stats)
+    fake_fwd = SimpleNamespace(ctx=fake_ctx, waits=fake_rows, cube=cube,
+                               clock_violations=int(sum(s[0] for s in stats)))
+    from scalgraph.trace import report
+    return report.build_report(fake_fwd, dl, ph.critical_path_result(*path_out), top=top, clock=CLOCK_NOTE,
+                               source=source)
+
+
+def _forward(comm, part: Partial, cpmap: np.ndarray, ncp: int, n_inst: int):
+    """The serial pattern evaluators on the partial trace; process 0 gets the summed cube, the
+    candidate instances and (clock violations, time span) per process."""
+    from scalgraph.trace import forward
+    ctx = part.ctx
     fwd = _agree(comm, forward.forward_replay, ctx)
     _phase("forward")
-    own = part.mine(fwd.waits["rank"])
-    waits = fwd.waits[own]
+    waits = fwd.waits[part.mine(fwd.waits["rank"])]
     cube = _sum_to_root(comm, ph.to_global(fwd.cube, part, cpmap, ncp))
-    m = ctx.msgs
-    recv_here = part.mine(m.dst)
-    viol = waitops_violations(ctx, m, recv_here)
-    t = ctx.time
-    own_t = t[part.mine(ctx.flat.rank)]
-    span = (float(own_t.min()) if len(own_t) else np.inf, float(-own_t.max()) if len(own_t) else np.inf)
-    n_inst = min(top, 5)
+    viol = _clock_violations(ctx, ctx.msgs, part.mine(ctx.msgs.dst))
+    own_t = ctx.time[part.mine(ctx.flat.rank)]
+    span = (float(own_t.min()), float(-own_t.max())) if len(own_t) else (np.inf, np.inf)
     inst = comm.gather(ph.top_instances(part, waits, cpmap, n_inst), root=0)
     stats = comm.gather((viol, span), root=0)
-
     _phase("forward_reduce")
-    # backward: delay costs
-    sync = waits[patterns.SYNC_PATTERNS[waits["pattern"]]]
+    return fwd, waits, (cube, inst, stats)
+
+
+def _delay(comm, part: Partial, sync: np.ndarray, cpmap: np.ndarray, ncp: int):
+    """Delay costs; process 0 gets (ids, ω, Γ) of every wait, the short- and long-term cubes and
+    (unexplained, direct, indirect) sums."""
+    me = comm.Get_rank()
     dwaits = sync[sync["causer"] >= 0]
-    incoming = comm.alltoall(ph.delay_requests(part, dwaits, cpmap, nprocs))
+    incoming = comm.alltoall(ph.delay_requests(part, dwaits, cpmap, comm.Get_size()))
     short, (m_rows, m_cols, m_vals), state = ph.explain_waits(part, dwaits, incoming, ncp, cpmap)
-    need = state["inc"]["id"]
     g = comm.gather((ph.wait_ids(part, dwaits), dwaits["wait"].astype(float),
-                     t[dwaits["op"]] + dwaits["wait"], m_rows, m_cols, m_vals, need), root=0)
-    solved, err = None, None
+                     part.ctx.time[dwaits["op"]] + dwaits["wait"], m_rows, m_cols, m_vals, state["inc"]["id"]),
+                    root=0)
     _phase("delay_local")
+    solved, err, answers = None, None, None
     if me == 0:
         try:
             solved = ph.solve_gamma(g)
+            ids, _, gamma = solved
+            answers = [gamma[np.searchsorted(ids, x[6])] for x in g]
         except UserError as e:
             err = str(e)
     err = comm.bcast(err, root=0)
     if err:
         raise UserError(err)
-    if me == 0:
-        ids, _, gamma = solved
-        answers = [gamma[np.searchsorted(ids, x[6])] for x in g]
-    gamma_w = comm.scatter(answers if me == 0 else None, root=0)
-    long_, sums = ph.finish_delay(state, gamma_w, ncp, p)
-    short = _sum_to_root(comm, short)
-    long_ = _sum_to_root(comm, long_)
-    sums = _sum_to_root(comm, sums)
-
+    gamma_w = comm.scatter(answers, root=0)
+    long_, sums = ph.finish_delay(state, gamma_w, ncp, part.nranks)
+    out = (solved, _sum_to_root(comm, short), _sum_to_root(comm, long_), _sum_to_root(comm, sums))
     _phase("delay_gamma")
-    # backward: critical path
+    return out
+
+
+def _critical_path(comm, part: Partial, fwd, sync: np.ndarray, cpmap: np.ndarray, ncp: int):
+    """The path's segments (all processes) and, on process 0, the summed profile and t_l."""
     fin_t, last, busy = ph.end_candidates(part)
     cand = comm.allgather((fin_t, last, busy))
     end_rank = ph.pick_end_rank(*(np.concatenate([c[i] for c in cand]) for i in range(3)))
     tables = comm.gather(ph.jump_table(part, sync), root=0)
-    path = ph.walk(tables, p, end_rank) if me == 0 else None
-    segs = comm.bcast(path, root=0)
+    segs = comm.bcast(ph.walk(tables, part.nranks, end_rank) if comm.Get_rank() == 0 else None, root=0)
     _phase("cp_walk")
     own_segs = [s for s in segs if part.lo <= s[0] < part.hi]
     profile, t_l = ph.path_profiles(part, fwd.excl_time, sync, own_segs, cpmap, ncp)
-    profile = _sum_to_root(comm, profile)
-    t_l = _sum_to_root(comm, t_l)
+    out = (segs, _sum_to_root(comm, profile), _sum_to_root(comm, t_l))
     _phase("cp_profiles")
-    if me != 0:
-        return None
-
-    ids, omega, gamma = solved
-    cp = ph.critical_path_result(segs, profile, t_l)
-    dw = np.zeros(len(omega), patterns.WAIT_DTYPE)
-    dw["wait"] = omega
-    short_cp, long_cp = short.sum(axis=0), long_.sum(axis=0)
-    dl = DelayResult(waits=dw, short_term=short_cp, long_term=long_cp, short_by_pattern=short,
-                     long_by_pattern=long_, gamma=gamma, direct=sums[1:2], indirect=sums[2:3],
-                     unexplained=float(sums[0]))
-    fake = _report_inputs(ctx.trace.regions, p, int(counts.sum()), g_parent, g_region,
-                          [x for i in inst for x in i], stats)
-    fake_fwd = SimpleNamespace(ctx=fake[0], waits=fake[1], cube=cube,
-                               clock_violations=int(sum(s[0] for s in stats)))
-    return report.build_report(fake_fwd, dl, cp, top=top, clock=CLOCK_NOTE, source=source)
+    return out
 
 
-def waitops_violations(ctx, m, sel) -> int:
+def _clock_violations(ctx, m, sel) -> int:
+    """Messages received on own ranks whose receive lies before their send (each counted once)."""
     from scalgraph.trace import waitops
     return waitops.clock_violations(ctx.time[m.send_evt[sel]], ctx.time[m.recv_evt[sel]])
 
