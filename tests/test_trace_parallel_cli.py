@@ -32,7 +32,7 @@ def test_text_report_equals_serial(tmp_path):
     assert serial.returncode == 0 and par.returncode == 0, par.stderr
     lines = [ln for ln in par.stdout.splitlines() if not ln.startswith("  clock:")]
     assert lines == serial.stdout.splitlines()
-    assert "Late Sender / Wrong Order" in par.stdout and "  clock: not corrected" in par.stdout
+    assert "Late Sender / Wrong Order" in par.stdout and "  clock: no receive before its send" in par.stdout
 
 
 def test_json_trace_in_parallel_equals_serial(tmp_path):

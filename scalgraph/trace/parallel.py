@@ -6,8 +6,9 @@ format; other formats are read whole and cut), receives the communication skelet
 its own ranks synchronise with (parallel_partial.py), and runs the serial engine's pattern
 evaluators, delay arithmetic and critical-path walk on that (parallel_phases.py).  Process 0
 gathers the reduced cubes and the few per-wait quantities and prints the report exactly as
-`scalgraph trace` does.  Timestamps are analysed as recorded: the clock-condition correction is a
-global pass that the parallel replay does not do (the report says so).
+`scalgraph trace` does.  Of the clock correction only the per-rank interpolation of measured
+clock offsets is done; the controlled logical clock is a global pass that the parallel replay
+does not run (the report's clock line says whether violations remain).
 """
 from __future__ import annotations
 
@@ -24,7 +25,6 @@ from scalgraph.trace.delay import DelayResult
 from scalgraph.trace.parallel_partial import (Partial, build_partial, merge_callpaths, rank_blocks,
                                               rank_callpaths)
 
-CLOCK_NOTE = "not corrected: the parallel replay analyses timestamps as recorded"
 
 
 def read_block(path: str, comm) -> tuple[tm.Trace, np.ndarray, np.ndarray]:
@@ -41,14 +41,38 @@ def read_block(path: str, comm) -> tuple[tm.Trace, np.ndarray, np.ndarray]:
         head, counts = trace_binary.read_binary_ranks(path, 0, 0)
         bounds = rank_blocks(counts, nprocs)
         trace, _ = trace_binary.read_binary_ranks(path, int(bounds[me]), int(bounds[me + 1]))
-        return trace, counts, bounds
-    trace = read_trace(path)
-    counts = np.array([len(e) for e in trace.events], np.int64)
-    bounds = rank_blocks(counts, nprocs)
-    for r in range(trace.nranks):
-        if not bounds[me] <= r < bounds[me + 1]:
-            trace.events[r] = np.zeros(0, tm.EVENT_DTYPE)
+    else:
+        trace = read_trace(path)
+        counts = np.array([len(e) for e in trace.events], np.int64)
+        bounds = rank_blocks(counts, nprocs)
+        for r in range(trace.nranks):
+            if not bounds[me] <= r < bounds[me + 1]:
+                trace.events[r] = np.zeros(0, tm.EVENT_DTYPE)
+    _interpolate_offsets(trace)
     return trace, counts, bounds
+
+
+def _interpolate_offsets(trace: tm.Trace) -> None:
+    """The measured clock offsets are per rank, so their linear interpolation (the first step of the
+    serial clock correction) applies to each block alone; the controlled logical clock does not."""
+    from scalgraph.trace.clock import interpolate_offsets
+    if interpolate_offsets(trace):
+        trace.meta["clock_offsets_applied"] = True
+        for rank, ev in enumerate(trace.events):
+            if np.any(np.diff(ev["time"]) < 0):
+                raise UserError(f"rank {rank}: clock offset interpolation made time go backwards")
+
+
+def _clock_note(offsets: bool, violations: int) -> str:
+    lines = ["timestamps adjusted by linear interpolation of the measured clock offsets"] if offsets else []
+    if violations:
+        lines.insert(0, f"{violations} receives lie before their sends and stay uncorrected: the parallel replay "
+                        f"does not run the controlled logical clock; run `scalgraph trace` without --parallel "
+                        f"for corrected timestamps")
+    else:
+        lines.insert(0, "no receive before its send (the parallel replay checks point-to-point messages only and "
+                        "does not run the controlled logical clock)")
+    return "\n".join(lines)
 
 
 def _agree(comm, fn, *args):
@@ -127,7 +151,8 @@ def replay(comm, path: str, top: int = 10, source: str = "") -> dict | None:
     fake_fwd = SimpleNamespace(ctx=fake_ctx, waits=fake_rows, cube=cube,
                                clock_violations=int(sum(s[0] for s in stats)))
     from scalgraph.trace import report
-    return report.build_report(fake_fwd, dl, ph.critical_path_result(*path_out), top=top, clock=CLOCK_NOTE,
+    clock = _clock_note(bool(ctx.trace.meta.get("clock_offsets_applied")), fake_fwd.clock_violations)
+    return report.build_report(fake_fwd, dl, ph.critical_path_result(*path_out), top=top, clock=clock,
                                source=source)
 
 
