@@ -106,3 +106,33 @@ def test_rank_blocks_cover_all_ranks_in_order_and_balance_events():
                 assert np.all(np.diff(b) >= 1)
     b = rank_blocks(np.array([100] * 8), 4)
     assert b.tolist() == [0, 2, 4, 6, 8]
+
+
+class FakeComm:
+    """Just enough of an MPI communicator for read_block."""
+
+    def __init__(self, rank: int, size: int):
+        self.rank, self.size = rank, size
+
+    def Get_rank(self) -> int:
+        return self.rank
+
+    def Get_size(self) -> int:
+        return self.size
+
+
+@pytest.mark.parametrize("compress", [False, True])
+def test_each_process_holds_only_its_block(tmp_path, compress):
+    from scalgraph.trace.parallel import read_block
+    trace = next(t for t in random_traces(20, seed=5) if t.nranks >= 5)
+    path = tmp_path / "t.sgt"
+    write_trace(trace, path, "binary", compress=compress)
+    seen = []
+    for me in range(3):
+        part, counts, bounds = read_block(str(path), FakeComm(me, 3))
+        own = range(int(bounds[me]), int(bounds[me + 1]))
+        assert len(own) >= 1
+        for r in range(trace.nranks):
+            assert part.events[r].tobytes() == (trace.events[r].tobytes() if r in own else b"")
+        seen += list(own)
+    assert seen == list(range(trace.nranks))
