@@ -12,7 +12,8 @@ def add_arguments(p) -> None:
     ana.add_argument("--no-clock-correction", action="store_true",
                      help="analyse the timestamps as recorded (default: correct clock-condition violations first)")
     ana.add_argument("--parallel", type=int, default=0, metavar="N",
-                     help="replay with N analysis processes over MPI (mpi4py; timestamps as recorded)")
+                     help="replay with N analysis processes over MPI (mpi4py); applies measured clock offsets "
+                          "but not the controlled logical clock")
     out = p.add_argument_group("output")
     out.add_argument("--top", type=int, default=10, metavar="N",
                      help="show the N most costly root causes, call paths and instances (default %(default)s)")
