@@ -198,6 +198,8 @@ void sg_trace_event(struct sg_thread *t, int kind, int32_t peer, int32_t tag, in
     put(kind, at_start ? cur_enter_ : cur_exit_, -1, cur_vertex_, peer, tag, comm, bytes, aux);
 }
 
+int sg_trace_traces(const struct sg_thread *t) { return t == traced_ && !closed_; }
+
 int64_t sg_trace_new_id(void) { return __atomic_fetch_add(&next_id_, 1, __ATOMIC_RELAXED); }
 
 void sg_trace_sample(const struct sg_thread *t, uint32_t vertex) {

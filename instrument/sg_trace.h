@@ -62,6 +62,7 @@ void sg_trace_mpi_exit(struct sg_thread *t) SG_HIDDEN;
 void sg_trace_event(struct sg_thread *t, int kind, int32_t peer, int32_t tag, int32_t comm, int64_t bytes,
                     int64_t aux) SG_HIDDEN;
 int64_t sg_trace_new_id(void) SG_HIDDEN;
+int sg_trace_traces(const struct sg_thread *t) SG_HIDDEN;   /* this thread's events are recorded */
 /* Loop and other vertex changes are plain stores into sg_cur that the shim cannot see; the SIGPROF
  * sampler (signal handler, same thread) notes the vertex it found, and the converter splits the time
  * between two traced events among the vertices sampled in it (scalgraph/io/trace_shim.py). */

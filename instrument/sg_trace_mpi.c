@@ -6,9 +6,9 @@
 enum { WINDOWS = 256, GROUP_MAX = 4096 };
 
 int64_t sg_trace_post(int kind, int32_t peer, int32_t tag, int32_t comm_index, int64_t bytes) {
-    if (peer == MPI_PROC_NULL)
-        return -1;
     struct sg_thread *t = sg_thread_self();
+    if (peer == MPI_PROC_NULL || !sg_trace_traces(t))   /* no post event, so no completion event either */
+        return -1;
     int64_t id = sg_trace_new_id();
     if (kind == SG_DEP_SEND)
         sg_trace_event(t, SG_TEV_ISEND, sg_comm_world_rank(comm_index, peer), tag, sg_comm_id(comm_index), bytes, id);

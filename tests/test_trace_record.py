@@ -126,3 +126,21 @@ def test_nonblocking_and_wildcard_traces_replay(name, tmp_path):
     assert (n["ISEND"] > 0) == (name == "zeusmp"), n
     rep = analyse(trace)
     assert rep["ranks"] == P and rep["events"] == sum(len(e) for e in trace.events)
+
+
+def test_clock_offsets_measured_at_init_and_finalize(cg):
+    """With the ping-pong forced on (one host would otherwise skip it: one clock), every rank but 0
+    gets an offset pair at MPI_Init and at MPI_Finalize for the linear interpolation."""
+    from scalgraph.io.trace_shim import read_shim_trace
+    from scalgraph.trace.clock import correct_clocks
+    d, exe = cg
+    run_traced(exe, d / "synced", "2", env_extra={"SCALGRAPH_CLOCK_SYNC": "4"})
+    trace = read_shim_trace(d / "synced")
+    offsets = trace.meta.get("clock_offsets", {})
+    assert "0" not in offsets          # rank 0 is the reference
+    # the same host: the offsets are tiny but measured (a pair is left out only if exactly 0)
+    assert any(len(offsets.get(str(r), [])) == 2 for r in range(1, P)), offsets
+    for pairs in offsets.values():
+        assert len(pairs) in (1, 2) and all(abs(o) < 0.01 for _, o in pairs), pairs
+        assert len(pairs) == 1 or pairs[0][0] < pairs[1][0]
+    correct_clocks(trace)   # accepted by the clock correction

@@ -272,7 +272,11 @@ def convert_trace(out_dir: pathlib.Path, entry: dict) -> None:
     from scalgraph.io.trace_read import write_trace
     from scalgraph.io.trace_shim import read_shim_trace
     try:
-        write_trace(read_shim_trace(out_dir), out_dir / TRACE_FILE)
+        trace = read_shim_trace(out_dir)
+        write_trace(trace, out_dir / TRACE_FILE)
+        m = trace.meta
+        print(f"scalgraph run: p={entry['scale']} rep {entry['rep']}: trace of {m['raw_events']} events, "
+              f"{m['raw_bytes'] / max(m['raw_events'], 1):.1f} bytes per event as recorded", file=sys.stderr)
     except UserError as e:
         entry.update(status=ew.FAILED, error=f"trace: {e}")
 
