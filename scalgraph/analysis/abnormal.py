@@ -38,11 +38,29 @@ def own_time(psg: PSG, profile: RunProfile) -> np.ndarray:
     return np.where(is_mpi[None, :], np.maximum(profile.time - profile.wait, 0.0), profile.time)
 
 
-def abnormal_mask(values: np.ndarray, thd: float, min_seconds: float) -> tuple[np.ndarray, np.ndarray]:
+SAMPLING_SIGMAS = 3.0
+
+
+def sampling_noise(psg: PSG, profile: RunProfile, sigmas: float = SAMPLING_SIGMAS) -> np.ndarray:
+    """[V] seconds of a rank's sampled vertex time that may be sampling error alone.
+
+    A vertex time measured by SIGPROF samples is a Poisson count n at rate hz: its standard error is
+    sqrt(n)/hz.  A rank is only unusual when it exceeds the median by `sigmas` such errors (taken at
+    the median count).  MPI vertices are timed exactly by their wrappers: no sampling noise."""
+    hz = float(profile.meta.get("hz") or 0.0)
+    if hz <= 0 or profile.nranks == 0:
+        return np.zeros(len(psg))
+    median_samples = np.median(profile.samples, axis=0)
+    noise = sigmas * np.sqrt(np.maximum(median_samples, 1.0)) / hz
+    return np.where(np.asarray(psg.kind) == MPI, 0.0, noise)
+
+
+def abnormal_mask(values: np.ndarray, thd: float, min_seconds: float | np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(mask [R x V], median [V]): rank r is abnormal at v when values > thd*median and
-    values - median >= min_seconds."""
+    values - median >= min_seconds (a number, or one per vertex)."""
     med = np.median(values, axis=0)
-    mask = (values > thd * med[None, :]) & (values - med[None, :] >= max(min_seconds, 1e-12))
+    floor = np.maximum(np.broadcast_to(np.asarray(min_seconds, dtype=float), med.shape), 1e-12)
+    mask = (values > thd * med[None, :]) & (values - med[None, :] >= floor[None, :])
     return mask, med
 
 
@@ -52,9 +70,10 @@ def find_abnormal(psg: PSG, profile: RunProfile, thd: float = DEFAULT_ABNORM_THD
     out: list[Abnormal] = []
     is_mpi = np.asarray(psg.kind) == MPI
     own = own_time(psg, profile) if own is None else own
+    floor = np.maximum(min_seconds, sampling_noise(psg, profile))
     checks = [("time", own, np.ones(len(psg), bool)), ("wait", profile.wait, is_mpi)]
     for metric, values, applies in checks:
-        mask, med = abnormal_mask(values, thd, min_seconds)
+        mask, med = abnormal_mask(values, thd, floor)
         mask &= applies[None, :]
         for v in np.flatnonzero(mask.any(axis=0)):
             ranks = np.flatnonzero(mask[:, v])

@@ -12,7 +12,8 @@ writers in scalgraph/io/report.py print.  Definitions the report relies on:
   T_v(p0) * p0 / P (see scaling.py), in seconds per rank.
 * non-scalable: scaling loss >= min_share * T(P).  abnormal: rank value > AbnormThd x median and
   >= min_share * T(P) above it.
-* cost of a PPG vertex (v, r): its own-time excess over the median rank plus its own-time scaling
+* cost of a PPG vertex (v, r): its own-time excess over the median rank (counted only beyond the
+  sampling error 3 sqrt(samples)/hz, see abnormal.sampling_noise) plus its own-time scaling
   loss (for a collective only when that loss is at least COLLECTIVE_GUARD x the threshold).  On each
   backtracking path the most costly vertex is the root cause of that path; causes are ranked by
   cost.  Nothing at or above min_share * T(P) -> "no scaling problem found".
@@ -24,7 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from scalgraph.analysis.abnormal import DEFAULT_ABNORM_THD, Abnormal, find_abnormal, own_time
+from scalgraph.analysis.abnormal import DEFAULT_ABNORM_THD, Abnormal, find_abnormal, own_time, sampling_noise
 from scalgraph.analysis.backtrack import Path, backtrack_all
 from scalgraph.analysis.merge import cluster_means, cluster_ranks, merge_ranks
 from scalgraph.analysis.ppg import build_ppg
@@ -133,11 +134,14 @@ def analyse(psg: PSG, profiles: Mapping[int, RunProfile], abnorm_thd: float = DE
     paths = backtrack_all(ppg, starts_ns, starts_ab, big.wait.sum(axis=1))
 
     own_median = np.median(own_big, axis=0) if big.nranks else np.zeros(nv)
+    # excess within the sampling error of a vertex is no evidence of extra work
+    noise = sampling_noise(psg, big)
 
     def cost(v: int, r: int) -> float:
         if startup[v]:
             return 0.0
-        return max(0.0, float(own_big[r, v] - own_median[v])) + float(loss_own[v])
+        excess = float(own_big[r, v] - own_median[v])
+        return (excess if excess > noise[v] else 0.0) + float(loss_own[v])
 
     causes: dict[int, dict] = {}
     for path in paths:
