@@ -144,3 +144,20 @@ def test_clock_offsets_measured_at_init_and_finalize(cg):
         assert len(pairs) in (1, 2) and all(abs(o) < 0.01 for _, o in pairs), pairs
         assert len(pairs) == 1 or pairs[0][0] < pairs[1][0]
     correct_clocks(trace)   # accepted by the clock correction
+
+
+def test_damaged_or_incomplete_raw_traces_are_refused_in_one_line(cg, tmp_path):
+    import shutil
+    from scalgraph.errors import UserError
+    from scalgraph.io.trace_shim import read_shim_trace
+    d, exe = cg
+    src = d / "complete"
+    run_traced(exe, src, "2")
+    for name, damage, message in (("truncated", lambda p: p.write_bytes(p.read_bytes()[:-40]), "another raw trace"),
+                                  ("missing", lambda p: p.unlink(), "ranks [1] are missing")):
+        run = tmp_path / name
+        shutil.copytree(src, run)
+        damage(run / "rank-1.sgt")
+        with pytest.raises(UserError, match=message.replace("[", r"\[").replace("]", r"\]")) as e:
+            read_shim_trace(run)
+        assert "\n" not in str(e.value)

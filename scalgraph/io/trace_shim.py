@@ -133,6 +133,7 @@ def read_shim_trace(run_dir: str | pathlib.Path, psg=None) -> Trace:
                                    lambda v: region(("vertex", v), lambda v=v: vertex_region(v)))
         events.append(ev)
         offsets[r] = _clock_pairs(ev, regions, profiles[r])
+    _distinct_names(regions)
     comms = _comms(profiles, nranks)
     meta = {"source": "scalgraph shim", "timer": "CLOCK_MONOTONIC", "raw_events": raw_events,
             "raw_bytes": sum(x["bytes"] for x in raws), "raw_event_size": RAW_DTYPE.itemsize,
@@ -142,6 +143,20 @@ def read_shim_trace(run_dir: str | pathlib.Path, psg=None) -> Trace:
     if psg is not None:
         meta["psg_hash"] = psg.hash()
     return Trace(regions=regions, comms=comms, events=events, windows=windows, meta=meta)
+
+
+def _distinct_names(regions: list[Region]) -> None:
+    """User-code vertices with the same name, file and line (two COMPs of one line) get their vertex
+    id in the name, so formats that identify a region by name and location (the OTF2 writer merges
+    equal region definitions) keep them apart.  MPI regions keep their routine name, which the
+    patterns look up; two calls of one routine on one line stay alike there."""
+    seen: dict[tuple, int] = {}
+    for r in regions:
+        key = (r.name, r.file, r.line)
+        seen[key] = seen.get(key, 0) + 1
+    for r in regions:
+        if seen[(r.name, r.file, r.line)] > 1 and r.vertex >= 0 and not r.is_mpi:
+            r.name = f"{r.name} [v{r.vertex}]"
 
 
 def _close_open_regions(ev: np.ndarray) -> np.ndarray:
