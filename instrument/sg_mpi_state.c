@@ -324,7 +324,7 @@ void sg_p2p_dep(struct sg_thread *t, uint32_t v, int kind, int peer, int tag, MP
 
 void sg_coll_dep(struct sg_thread *t, uint32_t v, MPI_Comm comm, int64_t bytes, uint64_t wait_ns) {
     if (sg_trace_on)
-        sg_trace_coll(t, comm, -1, bytes);
+        sg_trace_coll(t, comm, bytes);
     if (!sg_take_dep(t))
         return;
     sg_record_dep(v, SG_DEP_COLL, -1, -1, sg_comm_id(sg_comm_index(comm)), bytes, wait_ns);

@@ -17,14 +17,39 @@ int64_t sg_trace_post(int kind, int32_t peer, int32_t tag, int32_t comm_index, i
     return id;
 }
 
-/* The collective wrappers pass what this rank contributes; it also stands for what it receives
- * (exact for Allreduce, Alltoall, Allgather with equal counts; a zero-byte part of a rooted call
- * looks non-zero) and the root is not known here (-1: the rooted patterns are not evaluated). */
-void sg_trace_coll(struct sg_thread *t, MPI_Comm comm, int root, int64_t bytes) {
+static int pending_root_ = -1, pending_shape_;   /* main thread only, like the rest of the trace */
+
+void sg_trace_coll_root(struct sg_thread *t, int root, int shape) {
+    if (!sg_trace_traces(t))
+        return;
+    pending_root_ = root;
+    pending_shape_ = shape;
+}
+
+/* `bytes` is what the wrapper says this rank contributes (the buffer's count).  Sent and received
+ * bytes follow the data's direction: a one-to-n call sends from the root and receives elsewhere, an
+ * n-to-one call receives at the root; the n-to-n ones (and scans) send and receive that amount.
+ * Rooted calls on intercommunicators (MPI_ROOT, MPI_PROC_NULL) get no root. */
+void sg_trace_coll(struct sg_thread *t, MPI_Comm comm, int64_t bytes) {
+    int root = pending_root_, shape = pending_shape_;
+    pending_root_ = -1;
+    pending_shape_ = 0;
     int32_t idx = sg_comm_index(comm);
-    int32_t world_root = root >= 0 ? sg_comm_world_rank(idx, root) : -1;
+    int32_t world_root = -1;
+    int64_t sent = bytes, received = bytes;
+    if (shape && root >= 0) {
+        int me = -1;
+        PMPI_Comm_rank(comm, &me);
+        world_root = sg_comm_world_rank(idx, root);
+        if (shape == SG_COLL_1TON) {
+            sent = me == root ? bytes : 0;
+            received = me == root ? 0 : bytes;
+        } else {
+            received = me == root ? bytes : 0;
+        }
+    }
     sg_trace_event(t, SG_TEV_COLL_BEGIN, -1, 0, -1, 0, -1);
-    sg_trace_event(t, SG_TEV_COLL_END, world_root, 0, sg_comm_id(idx), bytes, bytes);
+    sg_trace_event(t, SG_TEV_COLL_END, world_root, 0, sg_comm_id(idx), sent, received);
 }
 
 /* ---- windows: handle -> (trace window id, communicator index); main thread only ---- */

@@ -6,7 +6,10 @@
 
 /* a non-blocking send or receive was posted: its ISEND / IRECV_REQUEST event; returns its request id */
 int64_t sg_trace_post(int kind, int32_t peer, int32_t tag, int32_t comm_index, int64_t bytes) SG_HIDDEN;
-void sg_trace_coll(struct sg_thread *t, MPI_Comm comm, int root, int64_t bytes) SG_HIDDEN;
+enum { SG_COLL_1TON = 1, SG_COLL_NTO1 = 2 };
+/* a rooted collective's wrapper names its root (comm rank) and shape before its COLL events */
+void sg_trace_coll_root(struct sg_thread *t, int root, int shape) SG_HIDDEN;
+void sg_trace_coll(struct sg_thread *t, MPI_Comm comm, int64_t bytes) SG_HIDDEN;
 void sg_trace_win_create(struct sg_thread *t, MPI_Win win, MPI_Comm comm) SG_HIDDEN;
 void sg_trace_win_free(struct sg_thread *t, MPI_Win win) SG_HIDDEN;
 /* RMA_SYNC on `win` towards `target` (rank in the window's group, or MPI_PROC_NULL for none) */

@@ -161,3 +161,53 @@ def test_damaged_or_incomplete_raw_traces_are_refused_in_one_line(cg, tmp_path):
         with pytest.raises(UserError, match=message.replace("[", r"\[").replace("]", r"\]")) as e:
             read_shim_trace(run)
         assert "\n" not in str(e.value)
+
+
+ROOTED_PROGRAM = r"""
+#include <mpi.h>
+#include <stdio.h>
+#include <time.h>
+static void pause_ms(int ms) { struct timespec ts = {0, ms * 1000000L}; nanosleep(&ts, NULL); }
+int main(int argc, char **argv) {
+    int rank, size;
+    double x = 1.0, sum = 0.0;
+    MPI_Init(&argc, &argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    if (rank == 1) pause_ms(60);                       /* the root of the broadcast is late */
+    MPI_Bcast(&x, 1, MPI_DOUBLE, 1, MPI_COMM_WORLD);
+    if (rank == 3) pause_ms(60);                       /* a sender of the reduction is late */
+    MPI_Reduce(&x, &sum, 1, MPI_DOUBLE, MPI_SUM, 2, MPI_COMM_WORLD);
+    if (rank == 2) printf("sum %g\n", sum);
+    MPI_Finalize();
+    return 0;
+}
+"""
+
+
+def test_rooted_collectives_record_root_and_direction(tmp_path):
+    """Late Broadcast and Early Reduce need the root and which ranks send and receive."""
+    import shutil
+    from scalgraph.io.trace_shim import read_shim_trace
+    from scalgraph.commands.trace import analyse
+    require_parts("cg")
+    src = tmp_path / "rooted.c"
+    src.write_text(ROOTED_PROGRAM)
+    exe = tmp_path / "rooted"
+    sgcc = pathlib.Path(os.sys.executable).parent / "sgcc"
+    res = subprocess.run([str(sgcc if sgcc.is_file() else shutil.which("sgcc")), "-O2", "-g", "-o", str(exe), str(src)],
+                         capture_output=True, text=True, timeout=600)
+    assert res.returncode == 0, res.stderr
+    run_traced(exe, tmp_path / "out")
+    trace = read_shim_trace(tmp_path / "out")
+    for r in range(P):
+        ends = trace.events[r][trace.events[r]["kind"] == tm.COLL_END]
+        assert ends["peer"].tolist() == [1, 2]                                   # the roots, as world ranks
+        assert (ends["bytes"][0] > 0) == (r == 1) and (ends["bytes_recv"][0] > 0) == (r != 1)   # Bcast
+        assert ends["bytes"][1] == 8 and (ends["bytes_recv"][1] > 0) == (r == 2)                # Reduce
+    rep = analyse(trace)
+    found = {(i["pattern"], i["rank"], i["causer"]) for i in rep["instances"] if i["seconds"] > 0.03}
+    late_bcast = {(r, c) for pat, r, c in found if pat == "Late Broadcast"}
+    # ranks time-share 2 cores, so one non-root may itself arrive late; the causer is always the root
+    assert len(late_bcast) >= 2 and all(c == 1 and r != 1 for r, c in late_bcast), found
+    assert ("Early Reduce", 2, 3) in found, found
