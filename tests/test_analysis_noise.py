@@ -35,3 +35,23 @@ def test_excess_beyond_sampling_error_is_abnormal():
     psg, prof, comp = _small_vertex_run(0.2)
     found = [a for a in find_abnormal(psg, prof, 1.3, 0.0) if a.metric == "time" and a.vertex == comp]
     assert found and list(found[0].ranks) == [3]
+
+
+def test_a_slow_mpi_init_does_not_raise_the_reporting_floor_over_a_real_cause():
+    """Under some launchers MPI_Init takes seconds; the floor is a share of the program's own time,
+    so a cause far below 5% of (start-up + work) but well above 5% of the work is still named."""
+    from scalgraph.analysis.detect import analyse
+    psg, runs, comp = syn.cg_like(work=2.0, extra=0.3)
+    tree = ("FUNCTION", "main", 1, [("MPI", "MPI_Init", 2)] + list(syn.CG_TREE[3]))
+    psg2 = syn.psg_from_tree(tree, "cg.c")
+    init = syn.vertex_at(psg2, 2)
+    for p, prof in runs.items():
+        prof.time = np.insert(prof.time, init, 20.0, axis=1)     # start-up dwarfs the run
+        prof.wait = np.insert(prof.wait, init, 0.0, axis=1)
+        prof.samples = np.insert(prof.samples, init, 0, axis=1)
+        prof.calls = np.insert(prof.calls, init, 1, axis=1)
+        prof.nvertices = len(psg2)
+        prof.deps["vertex"] += prof.deps["vertex"] >= init
+    result = analyse(psg2, runs)
+    assert result["problem_found"]
+    assert result["root_causes"][0]["line"] == 12

@@ -10,7 +10,7 @@ writers in scalgraph/io/report.py print.  Definitions the report relies on:
   least-waiting participant spent in it.
 * scaling loss of a vertex: merged time at the largest scale P minus its ideal strong-scaling share
   T_v(p0) * p0 / P (see scaling.py), in seconds per rank.
-* non-scalable: scaling loss >= min_share * T(P).  abnormal: rank value > AbnormThd x median and
+* non-scalable: scaling loss >= min_share * T'(P), T' = run time without MPI_Init/Finalize.  abnormal: rank value > AbnormThd x median and
   >= min_share * T(P) above it.
 * cost of a PPG vertex (v, r): its own-time excess over the median rank (counted only beyond the
   sampling error 3 sqrt(samples)/hz, see abnormal.sampling_noise) plus its own-time scaling
@@ -49,6 +49,17 @@ def run_time(profile: RunProfile) -> float:
     return float(profile.time.sum(axis=1).max()) if profile.nranks else 0.0
 
 
+def startup_vertices(psg: PSG) -> np.ndarray:
+    """[V] MPI_Init/MPI_Finalize vertices: they grow with p under any launcher and are not the program's to fix."""
+    return np.array([psg.kind_name(v) == "MPI" and psg.name[v] in STARTUP for v in range(len(psg))], dtype=bool)
+
+
+def program_time(profile: RunProfile, startup: np.ndarray) -> float:
+    """Run time without MPI start-up/shut-down: reporting floors are shares of it, so a slow MPI_Init
+    (seconds under some launchers) cannot hide a cause that is large against the program's work."""
+    return float(profile.time[:, ~startup].sum(axis=1).max()) if profile.nranks else 0.0
+
+
 def merged(values: np.ndarray, clusters: int) -> np.ndarray:
     """[V] merged value: mean over ranks, or, with k-means groups of ranks, per vertex the mean of
     the group that is slowest at that vertex (a group of late ranks is not averaged away)."""
@@ -81,6 +92,7 @@ def summarise_scales(psg: PSG, profiles: Mapping[int, RunProfile], abnorm_thd: f
     times: dict[int, float] = {}
     abnormal: dict[int, list[Abnormal]] = {}
     y_total, y_own, y_max = (np.zeros((nv, len(scales))) for _ in range(3))
+    startup = startup_vertices(psg)
     for i, p in enumerate(scales):
         prof = profiles[p]
         own = own_time(psg, prof)
@@ -94,7 +106,7 @@ def summarise_scales(psg: PSG, profiles: Mapping[int, RunProfile], abnorm_thd: f
         y_own[:, i] = np.where(is_coll, np.maximum(merged(own, clusters), least_time_in_call(prof)),
                                merged(own, clusters))
         y_max[:, i] = prof.time.max(axis=0) if prof.nranks else 0.0
-        abnormal[p] = find_abnormal(psg, prof, abnorm_thd, min_share * times[p], own)
+        abnormal[p] = find_abnormal(psg, prof, abnorm_thd, min_share * program_time(prof, startup), own)
     return ScaleSummary(scales, times, abnormal, y_total, y_own, y_max, is_coll, prof, own)
 
 
@@ -106,11 +118,11 @@ def analyse(psg: PSG, profiles: Mapping[int, RunProfile], abnorm_thd: float = DE
     y_total, y_own, y_max = sm.y_total, sm.y_own, sm.y_max
     nv = len(psg)
     total_time = times[scales[-1]]
-    floor = min_share * total_time
 
     # MPI start-up and shut-down grow with p under any launcher; they are not the program's to fix
-    startup = np.array([psg.kind_name(v) == "MPI" and psg.name[v] in STARTUP for v in range(nv)], dtype=bool)
+    startup = startup_vertices(psg)
     startup_share = float(y_total[startup, -1].sum() / total_time) if total_time > 0 else 0.0
+    floor = min_share * program_time(big, startup)
     y_total[startup] = 0.0
     y_own[startup] = 0.0
     for p in scales:
