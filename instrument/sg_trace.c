@@ -204,7 +204,7 @@ int64_t sg_trace_new_id(void) { return __atomic_fetch_add(&next_id_, 1, __ATOMIC
 
 void sg_trace_sample(const struct sg_thread *t, uint32_t vertex) {
     uint32_t n = nsamples_;
-    if (t != traced_ || closed_ || n >= MAX_SAMPLES)
+    if (t != traced_ || closed_ || n >= MAX_SAMPLES || (nfilter_ && filtered(vertex)))
         return;
     samples_[n] = (struct sg_trace_sample){sg_now_ns(), vertex, 0};
     nsamples_ = n + 1;

@@ -176,7 +176,7 @@ int main(int argc, char **argv) {
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     if (rank == 1) pause_ms(60);                       /* the root of the broadcast is late */
     MPI_Bcast(&x, 1, MPI_DOUBLE, 1, MPI_COMM_WORLD);
-    if (rank == 3) pause_ms(60);                       /* a sender of the reduction is late */
+    if (rank != 2) pause_ms(60);                       /* the root of the reduction is early */
     MPI_Reduce(&x, &sum, 1, MPI_DOUBLE, MPI_SUM, 2, MPI_COMM_WORLD);
     if (rank == 2) printf("sum %g\n", sum);
     MPI_Finalize();
@@ -210,4 +210,32 @@ def test_rooted_collectives_record_root_and_direction(tmp_path):
     late_bcast = {(r, c) for pat, r, c in found if pat == "Late Broadcast"}
     # ranks time-share 2 cores, so one non-root may itself arrive late; the causer is always the root
     assert len(late_bcast) >= 2 and all(c == 1 and r != 1 for r, c in late_bcast), found
-    assert ("Early Reduce", 2, 3) in found, found
+    early = [(r, c) for pat, r, c in found if pat == "Early Reduce"]   # the root waits for the first sender
+    assert early and all(r == 2 and c != 2 for r, c in early), found
+
+
+def test_run_trace_filter_resolves_names(cg, tmp_path):
+    """`scalgraph run --trace --trace-filter`: names resolved against the PSG; the filtered vertex
+    leaves no region (neither from ENTER/EXIT nor from samples); a wrong name stops before running."""
+    import sys
+    from scalgraph.io.trace_read import read_trace
+    _, exe = cg
+    flt = tmp_path / "filter"
+    flt.write_text("# Score-P-like\nEXCLUDE comp@cg.c:21\n")
+
+    def run(*args):
+        return subprocess.run([sys.executable, "-m", "scalgraph.cli", "run", "--trace", *args], cwd=tmp_path,
+                              capture_output=True, text=True, timeout=600)
+    res = run("--trace-filter", str(flt), "-n", str(P), "-o", str(tmp_path / "exp"), "--", str(exe), "6")
+    assert res.returncode == 0, res.stderr
+    run_dir = tmp_path / "exp" / f"scale-{P}" / "rep-0"
+    ids = [int(x) for x in (run_dir / "trace-filter.ids").read_text().split() if x.isdigit()]
+    assert ids
+    trace = read_trace(run_dir / "trace.sgtrace")
+    assert not [r for r in trace.regions if r.vertex in ids], [r for r in trace.regions if r.vertex in ids]
+    assert mpi_enters(trace, 0, "MPI_Sendrecv") == 12
+
+    flt.write_text("no_such_function\n")
+    bad = run("--trace-filter", str(flt), "-n", str(P), "-o", str(tmp_path / "exp2"), "--", str(exe), "2")
+    assert bad.returncode != 0 and "no_such_function" in bad.stderr and "Traceback" not in bad.stderr
+    assert len(bad.stderr.strip().splitlines()) == 1 and not (tmp_path / "exp2").exists()

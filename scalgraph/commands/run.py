@@ -38,6 +38,9 @@ def add_arguments(p) -> None:
     run.add_argument("--trace", action="store_true",
                      help="also record event traces (SCALGRAPH_TRACE=1); each run's trace.sgtrace is what "
                           "`scalgraph trace EXP/scale-P/rep-K` analyses")
+    run.add_argument("--trace-filter", default=None, metavar="FILE",
+                     help="with --trace: vertices whose ENTER/EXIT are not recorded (vertex ids, function "
+                          "names or kind@file:line, one per line; see scalgraph/io/trace_filter.py)")
     run.add_argument("--hz", type=float, default=None, metavar="N",
                      help="sampling rate per rank (SCALGRAPH_HZ; default: the shim's, 200)")
     run.add_argument("--mpiexec", default=None, metavar="PATH",
@@ -73,6 +76,11 @@ def run(args) -> int:
         raise UserError("no program given; usage: scalgraph run -n 2,4,8 -- ./app args")
     program = resolve_program(command[0])
     psg = read_program_psg(program)
+    if getattr(args, "trace_filter", None):
+        if not args.trace:
+            raise UserError("--trace-filter needs --trace")
+        from scalgraph.io.trace_filter import resolve_filter
+        args.trace_filter_ids = resolve_filter(args.trace_filter, psg)   # checked before anything runs
     from scalgraph.runtime.launch import find_launcher   # runtime: subprocess probing, at the edge
     launcher = find_launcher(program, args.mpiexec)
     try:
@@ -233,6 +241,10 @@ def run_one(exp: pathlib.Path, entry: dict, command, launcher, args) -> None:
         env["SCALGRAPH_HZ"] = f"{args.hz:g}"
     if getattr(args, "trace", False):
         env["SCALGRAPH_TRACE"] = "1"
+        if getattr(args, "trace_filter_ids", None) is not None:
+            from scalgraph.io.trace_filter import write_id_file
+            write_id_file(args.trace_filter_ids, out_dir / "trace-filter.ids")
+            env["SCALGRAPH_TRACE_FILTER"] = str(out_dir / "trace-filter.ids")
     entry.update(status=ew.PENDING, exit_code=None, wall_time=0.0, started=_now())
     entry.pop("error", None)
     start = time.monotonic()
@@ -285,7 +297,7 @@ def clear_run_dir(out_dir: pathlib.Path) -> None:
     """Remove what an earlier, unfinished attempt of this run left (only files this tool writes)."""
     out_dir.mkdir(parents=True, exist_ok=True)
     for f in (list(out_dir.glob("rank-*.sgp*")) + list(out_dir.glob("rank-*.sgt*")) +
-              [out_dir / n for n in OUTPUT_FILES + ("trace.sgtrace",)]):
+              [out_dir / n for n in OUTPUT_FILES + ("trace.sgtrace", "trace-filter.ids")]):
         if f.is_file():
             f.unlink()
 
