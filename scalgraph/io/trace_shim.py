@@ -123,10 +123,13 @@ def read_shim_trace(run_dir: str | pathlib.Path, psg=None) -> Trace:
         ev["bytes_recv"] = np.where(is_coll_end, raw["aux"], 0)
         ev["request"] = np.where(is_coll_end, -1, raw["aux"])
         enter_exit = np.flatnonzero((raw["kind"] == ENTER) | (raw["kind"] == EXIT))
-        rid, vid = raw["region"][enter_exit].tolist(), raw["vertex"][enter_exit].tolist()
-        ev["region"][enter_exit] = [
-            region(("mpi", names[g], v), lambda g=g, v=v: mpi_region(names[g], v)) if g >= 0
-            else region(("fn", v), lambda v=v: function_region(v)) for g, v in zip(rid, vid)]
+        # one lookup per distinct (MPI routine or -1, vertex) pair, not per event
+        pairs = np.stack([raw["region"][enter_exit].astype(np.int64), raw["vertex"][enter_exit].astype(np.int64)], 1)
+        distinct, inverse = np.unique(pairs, axis=0, return_inverse=True)
+        ids = np.array([region(("mpi", names[g], v), lambda g=g, v=v: mpi_region(names[g], v)) if g >= 0
+                        else region(("fn", v), lambda v=v: function_region(v)) for g, v in distinct.tolist()],
+                       dtype=np.int64)
+        ev["region"][enter_exit] = ids[inverse.ravel()] if len(ids) else []
         ev = _close_open_regions(ev)
         if psg is not None:
             ev = _sampled_vertices(ev, by_rank[r]["samples"], psg, regions,
@@ -162,14 +165,15 @@ def _distinct_names(regions: list[Region]) -> None:
 def _close_open_regions(ev: np.ndarray) -> np.ndarray:
     """Regions still open when the file was closed (main, the functions around MPI_Finalize) end at
     the last event; EXITs without their ENTER (the file starts inside them) cannot happen."""
-    stack: list[int] = []
-    for k, g in zip(ev["kind"].tolist(), ev["region"].tolist()):
-        if k == ENTER:
-            stack.append(g)
-        elif k == EXIT and stack:
-            stack.pop()
-    if not stack:
+    enter_exit = ev[(ev["kind"] == ENTER) | (ev["kind"] == EXIT)]
+    depth = np.cumsum(np.where(enter_exit["kind"] == ENTER, 1, -1))
+    if len(depth) == 0 or depth[-1] <= 0:
         return ev
+    # the regions still open: for each depth 1..final, the last ENTER that reached it
+    stack = []
+    for d in range(1, int(depth[-1]) + 1):
+        at = np.flatnonzero((depth == d) & (enter_exit["kind"] == ENTER))
+        stack.append(int(enter_exit["region"][at[-1]]))
     tail = make_events(len(stack))
     tail["kind"] = EXIT
     tail["region"] = stack[::-1]
@@ -224,7 +228,8 @@ def _clock_pairs(ev: np.ndarray, regions: list[Region], prof: dict | None) -> li
     """[local time, rank 0's clock - local clock] at the end of MPI_Init and the start of MPI_Finalize."""
     if prof is None:
         return []
-    names = np.array([regions[g].name if g >= 0 else "" for g in ev["region"].tolist()], dtype=object)
+    region_names = np.array([r.name for r in regions] + [""], dtype=object)
+    names = region_names[ev["region"]]          # region -1 -> ""
     pairs = []
     for name, kind, key in (("MPI_Init", EXIT, "clock_offset_init"), ("MPI_Init_thread", EXIT, "clock_offset_init"),
                             ("MPI_Finalize", ENTER, "clock_offset_final")):
