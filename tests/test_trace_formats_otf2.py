@@ -277,3 +277,115 @@ def test_random_traces_round_trip_through_every_format(tmp_path_factory, nranks,
     for fmt, name in (("binary", "t.sgt"), ("json", "t.json"), ("otf2", "traces.otf2")):
         write_trace(trace, d / name, fmt)
         assert_same(read_trace(d / name), trace)
+
+
+# ------------------------------------------------------------------ regions apart by vertex, lock types
+
+def init_finalize(b, nranks, t_end):
+    for r in range(nranks):
+        b.work(r, 0.0, 0.5, "MPI_Init")
+        b.work(r, t_end, t_end + 0.5, "MPI_Finalize")
+
+
+def test_regions_differing_only_in_vertex_stay_apart(tmp_path):
+    import otf2
+    from tracebuild import Builder
+    b = Builder(2)
+    init_finalize(b, 2, 10.0)
+    b.work(0, 1, 2, "compute_a").work(0, 2, 3, "compute_b").work(1, 1, 3, "compute_b")
+    b.work(1, 3, 3.5, "idle_a").work(1, 3.5, 4, "idle_b")
+    b.send(0, 4, 5, 1, name="MPI_Send").send(0, 5, 6, 1, name="MPI_Send_b")
+    b.recv(1, 4, 5.5, 0).recv(1, 5.5, 6.5, 0)
+    trace = b.build()
+    idx = {r.name: i for i, r in enumerate(trace.regions)}
+    # two COMPs of one line (vertex 3, 4), two MPI_Send calls of one line (vertex 10, 11), and two
+    # regions equal in every field (no vertex): all must come back as distinct regions
+    trace.regions[idx["compute_a"]] = tm.Region("compute", "app.c", 42, vertex=3)
+    trace.regions[idx["compute_b"]] = tm.Region("compute", "app.c", 42, vertex=4)
+    trace.regions[idx["MPI_Send"]] = tm.Region("MPI_Send", "MPI", 50, vertex=10)
+    trace.regions[idx["MPI_Send_b"]] = tm.Region("MPI_Send", "MPI", 50, vertex=11)
+    trace.regions[idx["idle_a"]] = tm.Region("idle", "app.c", 60)
+    trace.regions[idx["idle_b"]] = tm.Region("idle", "app.c", 60)
+    write_trace(trace, tmp_path / "traces.otf2", "otf2")
+    back = read_trace(tmp_path / "traces.otf2")
+    assert_same(back, trace)
+    compute_enters = back.events[0]["region"][back.events[0]["kind"] == tm.ENTER]
+    assert [back.regions[i].vertex for i in compute_enters if back.regions[i].name == "compute"] == [3, 4]
+    # the vertex is in the definitions themselves, so it survives tools that drop our attribute
+    with otf2.reader.open(str(tmp_path / "traces.otf2")) as rd:
+        descriptions = {r.description for r in rd.definitions.regions if r.name in ("compute", "MPI_Send")}
+    assert descriptions == {"PSG vertex 3", "PSG vertex 4", "PSG vertex 10", "PSG vertex 11"}
+
+
+def lock_round_trip(tmp_path, trace) -> tm.Trace:
+    """Write and read `trace`; drop the MPI_Init/Finalize the writer adds (lock traces lack them)."""
+    write_trace(trace, tmp_path / "traces.otf2", "otf2")
+    back = read_trace(tmp_path / "traces.otf2")
+    n = len(trace.regions)
+    assert back.regions[:n] == trace.regions and {r.name for r in back.regions[n:]} == {"MPI_Init", "MPI_Finalize"}
+    back.regions = back.regions[:n]
+    back.events = [ev[ev["region"] < n] for ev in back.events]
+    return back
+
+
+def test_lock_types_round_trip_as_otf2_lock_records(tmp_path):
+    import otf2
+    from test_trace_rma import lock_trace
+    from scalgraph.trace import rma
+    trace = lock_trace(rma.LOCK_SHARED)        # origin 0 locks exclusively, origin 1 shared
+    assert_same(lock_round_trip(tmp_path, trace), trace)
+    with otf2.reader.open(str(tmp_path / "traces.otf2")) as rd:
+        locks = [(type(e).__name__, str(getattr(e, "lock_type", ""))) for _, e in rd.events
+                 if "Lock" in type(e).__name__]
+    assert sorted(locks) == [("RmaReleaseLock", ""), ("RmaReleaseLock", ""),
+                             ("RmaRequestLock", "LockType.EXCLUSIVE"), ("RmaRequestLock", "LockType.SHARED")]
+
+
+@pytest.mark.parametrize("first,second", [("LOCK_EXCLUSIVE", "LOCK_EXCLUSIVE"), ("LOCK_EXCLUSIVE", "LOCK_SHARED"),
+                                          ("LOCK_SHARED", "LOCK_SHARED")])
+def test_lock_contention_is_the_same_after_otf2(tmp_path, first, second):
+    from test_trace_rma import lock_trace, replay
+    from scalgraph.trace import patterns, rma
+    trace = lock_trace(getattr(rma, second))
+    ev = trace.events[0]
+    ev["tag"][(ev["kind"] == tm.RMA_SYNC) & (ev["tag"] != 0)] = getattr(rma, first)
+    before, after = replay(trace), replay(lock_round_trip(tmp_path, trace))
+    for key in ("rma_lock_contention", "rma_comm_lock_contention"):
+        k = patterns.PATTERN_INDEX[key]
+        assert np.array_equal(before.cube[k], after.cube[k])
+    # both shared: nobody contends (before the fix the round trip made every lock exclusive: 0.7 s)
+    expected = 0.0 if first == second == "LOCK_SHARED" else 0.7
+    assert float(after.cube[patterns.PATTERN_INDEX["rma_lock_contention"]].sum()) == pytest.approx(expected)
+
+
+def test_scorep_request_and_acquire_of_one_lock_read_as_one_lock(tmp_path):
+    """Score-P may record RmaRequestLock in MPI_Win_lock and RmaAcquireLock when the lock is
+    granted: one MPI_Win_lock, so one RMA_SYNC with the lock type; a lone acquire counts too."""
+    import otf2
+    from otf2.enums import GroupType, LocationType, LockType, Paradigm, RegionRole
+    with otf2.writer.open(str(tmp_path), archive_name="traces", timer_resolution=1_000_000) as w:
+        d = w.definitions
+        node = d.system_tree_node("node")
+        locs = [d.location("Master thread", type=LocationType.CPU_THREAD,
+                           group=d.location_group(f"proc {i}", system_tree_parent=node)) for i in range(2)]
+        d.group("", group_type=GroupType.COMM_LOCATIONS, paradigm=Paradigm.MPI, members=locs)
+        world = d.comm("MPI_COMM_WORLD", group=d.group("", group_type=GroupType.COMM_GROUP,
+                                                       paradigm=Paradigm.MPI, members=[0, 1]))
+        win = d.rma_win("win", comm=world)
+        reg = {name: d.region(name, source_file="MPI", paradigm=Paradigm.MPI, region_role=RegionRole.FUNCTION)
+               for name in ("MPI_Win_lock", "MPI_Win_unlock")}
+        E = otf2.events
+        out = w.event_writer_from_location(locs[0])
+        out(E.Enter(10, reg["MPI_Win_lock"])); out(E.RmaRequestLock(10, win, 1, 5, LockType.SHARED))
+        out(E.RmaAcquireLock(11, win, 1, 5, LockType.SHARED)); out(E.Leave(12, reg["MPI_Win_lock"]))
+        out(E.Enter(13, reg["MPI_Win_unlock"])); out(E.RmaReleaseLock(13, win, 1, 5)); out(E.Leave(14, reg["MPI_Win_unlock"]))
+        out(E.Enter(20, reg["MPI_Win_lock"])); out(E.RmaAcquireLock(20, win, 1, 6, LockType.EXCLUSIVE))
+        out(E.Leave(21, reg["MPI_Win_lock"]))
+        out(E.Enter(22, reg["MPI_Win_unlock"])); out(E.RmaReleaseLock(22, win, 1, 6)); out(E.Leave(23, reg["MPI_Win_unlock"]))
+        w.event_writer_from_location(locs[1])(E.Enter(10, reg["MPI_Win_lock"]))
+        w.event_writer_from_location(locs[1])(E.Leave(30, reg["MPI_Win_lock"]))
+    trace = read_trace(tmp_path / "traces.otf2")
+    ev = trace.events[0]
+    sync = ev[ev["kind"] == tm.RMA_SYNC]
+    assert sync["tag"].tolist() == [2, 0, 1, 0] and sync["peer"].tolist() == [1] * 4
+    assert (sync["request"] == -1).all() and (sync["comm"] == list(trace.windows)[0]).all()

@@ -143,6 +143,12 @@ def _raw_events(reader) -> np.ndarray:
         "RmaGet": lambda loc, t, u, a, win, peer, n, mid: add((loc, t, RMA_GET, -1, peer, 0, win, n, 0, mid)),
         "RmaAtomic": lambda loc, t, u, a, win, peer, typ, n, m, mid: add((loc, t, RMA_ACC, -1, peer, 0, win, n, m, mid)),
         "RmaSync": lambda loc, t, u, a, win, peer, typ: add((loc, t, RMA_SYNC, -1, peer, 0, win, 0, 0, NOREQ)),
+        # locks: the lock type becomes the RMA_SYNC tag, the lock id rides in `request` until _merge_locks
+        "RmaRequestLock": lambda loc, t, u, a, win, peer, lid, typ: add((loc, t, _RAW_REQUEST_LOCK, -1, peer,
+                                                                         _lock_tag(typ), win, 0, 0, lid)),
+        "RmaAcquireLock": lambda loc, t, u, a, win, peer, lid, typ: add((loc, t, _RAW_ACQUIRE_LOCK, -1, peer,
+                                                                         _lock_tag(typ), win, 0, 0, lid)),
+        "RmaReleaseLock": lambda loc, t, u, a, win, peer, lid: add((loc, t, RMA_SYNC, -1, peer, 0, win, 0, 0, NOREQ)),
     }
     handle = reader._get_global_evt_reader_handle(None)
     cbs = _otf2.GlobalEvtReaderCallbacks_New()
@@ -158,7 +164,40 @@ def _raw_events(reader) -> np.ndarray:
         chunks.append(np.array(rows, dtype=_RAW_DTYPE))
         rows.clear()
         if got < batch:
-            return np.concatenate(chunks)
+            return _merge_locks(np.concatenate(chunks))
+
+
+# Raw kinds of lock records before _merge_locks turns them into RMA_SYNC (outside EVENT_KINDS).
+_RAW_REQUEST_LOCK, _RAW_ACQUIRE_LOCK = 100, 101
+# OTF2 LockType (EXCLUSIVE 0, SHARED 1) <-> our RMA_SYNC tag of MPI_Win_lock (docs/rma-patterns.md)
+_TAG_EXCLUSIVE, _TAG_SHARED = 1, 2
+
+
+def _lock_tag(lock_type) -> int:
+    return _TAG_SHARED if int(getattr(lock_type, "value", lock_type)) == 1 else _TAG_EXCLUSIVE
+
+
+def _merge_locks(raw: np.ndarray) -> np.ndarray:
+    """One MPI_Win_lock is one RMA_SYNC: Score-P may record RmaRequestLock in the lock call and
+    RmaAcquireLock when the grant is seen; an acquire whose lock (location, window, target, lock id)
+    was requested before is the same lock and is dropped."""
+    is_lock = np.isin(raw["kind"], (_RAW_REQUEST_LOCK, _RAW_ACQUIRE_LOCK))
+    if not is_lock.any():
+        return raw
+    drop = np.zeros(len(raw), bool)
+    requested = set()
+    for i in np.flatnonzero(is_lock).tolist():
+        key = (int(raw["loc"][i]), int(raw["comm"][i]), int(raw["peer"][i]), int(raw["request"][i]))
+        if raw["kind"][i] == _RAW_REQUEST_LOCK:
+            requested.add(key)
+        elif key in requested:
+            requested.discard(key)
+            drop[i] = True
+    raw = raw[~drop]
+    lock = np.isin(raw["kind"], (_RAW_REQUEST_LOCK, _RAW_ACQUIRE_LOCK))
+    raw["kind"][lock] = RMA_SYNC
+    raw["request"][lock] = UNDEFINED_U64
+    return raw
 
 
 def _lookup(mapping: dict[int, int], keys: np.ndarray, missing: int = -1) -> np.ndarray:
@@ -306,13 +345,27 @@ def _rank_map(defs, GroupType, LocationType, Paradigm) -> dict[int, int]:
 
 
 def _read_regions(defs, saved: dict) -> tuple[list[Region], dict[int, int]]:
+    """Regions in definition order, mapped by OTF2 reference (never by name: two regions may share
+    name, file and line and differ only in their PSG vertex).  The vertex is the saved one of that
+    definition, else the one in the description (see _region_description)."""
     vertices = saved.get("region_vertices", []) if saved else []
     regions, index = [], {}
     for i, r in enumerate(defs.regions):
         index[r._ref] = i
-        regions.append(Region(name=r.name, file=_text(r.source_file),
-                              line=int(r.begin_line_number), vertex=int(vertices[i]) if i < len(vertices) else -1))
+        vertex = int(vertices[i]) if i < len(vertices) else _vertex_in(_text(r.description))
+        regions.append(Region(name=r.name, file=_text(r.source_file), line=int(r.begin_line_number), vertex=vertex))
     return regions, index
+
+
+_VERTEX_PREFIX = "PSG vertex "
+
+
+def _vertex_in(description: str) -> int:
+    if description.startswith(_VERTEX_PREFIX):
+        number = description[len(_VERTEX_PREFIX):].split(" ", 1)[0]
+        if number.isdigit():
+            return int(number)
+    return -1
 
 
 def _read_comms(defs, rank_of, GroupType, saved: dict):
@@ -354,7 +407,7 @@ def write_otf2(trace: Trace, anchor: str | os.PathLike) -> None:
     """Write the archive whose anchor file is `anchor` (must end in .otf2, basename > 5 characters,
     as scout requires).  The archive directory beside it must not exist yet."""
     otf2 = _otf2()
-    from otf2.enums import (CollectiveOp, GroupType, LocationGroupType, LocationType, Paradigm,
+    from otf2.enums import (CollectiveOp, GroupType, LocationGroupType, LocationType, LockType, Paradigm,
                             RegionRole, RmaAtomicType, RmaSyncType, Type)
     anchor = pathlib.Path(anchor)
     if anchor.suffix != ".otf2" or len(anchor.name) <= 5 + len(".otf2"):
@@ -396,10 +449,11 @@ def write_otf2(trace: Trace, anchor: str | os.PathLike) -> None:
                     {c.name for c in comm_def.values()} else f"MPI comm {cid}"
                 comm_def[cid] = d.comm(cname, group=g)
             win_def = {wid: d.rma_win(f"window {wid}", comm=comm_def[trace.windows[wid]]) for wid in sorted(trace.windows)}
-            region_def = [_region_def(d, r, Paradigm, RegionRole) for r in regions]
+            region_def = [_region_def(d, r, text, Paradigm, RegionRole)
+                          for r, text in zip(regions, _region_descriptions(regions))]
             for rank in range(n):
                 _write_rank(w, locs[rank], trace, rank, region_def, comm_def, win_def,
-                            init_idx, fin_idx, tmin, tmax, zero, CollectiveOp, RmaAtomicType, RmaSyncType)
+                            init_idx, fin_idx, tmin, tmax, zero, CollectiveOp, RmaAtomicType, RmaSyncType, LockType)
     except UserError:
         shutil.rmtree(archive_dir / name, ignore_errors=True)
         anchor.unlink(missing_ok=True)
@@ -415,10 +469,26 @@ def _find_or_add(regions: list[Region], names: tuple[str, ...]) -> list[int]:
     return found
 
 
-def _region_def(d, r: Region, Paradigm, RegionRole):
+def _region_descriptions(regions: list[Region]) -> list[str]:
+    """One description per region that makes every region definition distinct: otf2 returns the
+    existing definition for equal fields, which would merge regions differing only in their PSG
+    vertex (or not at all) and shift every later region index."""
+    texts, seen = [], set()
+    for i, r in enumerate(regions):
+        text = f"{_VERTEX_PREFIX}{r.vertex}" if r.vertex >= 0 else ""
+        key = (r.name, r.is_mpi, r.file if not r.is_mpi else "MPI", r.line, text)
+        if key in seen:
+            text = f"{text} (region {i})".strip()
+        seen.add(key)
+        texts.append(text)
+    return texts
+
+
+def _region_def(d, r: Region, description: str, Paradigm, RegionRole):
     if not r.is_mpi:
-        return d.region(r.name, canonical_name=r.name, source_file=r.file or None, begin_line_number=r.line,
-                        end_line_number=r.line, paradigm=Paradigm.USER, region_role=RegionRole.FUNCTION)
+        return d.region(r.name, canonical_name=r.name, description=description, source_file=r.file or None,
+                        begin_line_number=r.line, end_line_number=r.line, paradigm=Paradigm.USER,
+                        region_role=RegionRole.FUNCTION)
     op = r.name[4:].lower() if r.name.upper().startswith("MPI_") else ""
     if op in _COLLECTIVES:
         role = getattr(RegionRole, _COLLECTIVES[op][1])
@@ -427,12 +497,12 @@ def _region_def(d, r: Region, Paradigm, RegionRole):
     else:
         role = RegionRole.FUNCTION
     # scout classifies MPI regions by the source file "MPI" alone; the name keeps its MPI spelling.
-    return d.region(r.name, canonical_name=r.name, source_file="MPI", begin_line_number=r.line,
-                    end_line_number=r.line, paradigm=Paradigm.MPI, region_role=role)
+    return d.region(r.name, canonical_name=r.name, description=description, source_file="MPI",
+                    begin_line_number=r.line, end_line_number=r.line, paradigm=Paradigm.MPI, region_role=role)
 
 
 def _write_rank(w, loc, trace, rank, region_def, comm_def, win_def, init_idx, fin_idx, tmin, tmax, zero,
-                CollectiveOp, RmaAtomicType, RmaSyncType) -> None:
+                CollectiveOp, RmaAtomicType, RmaSyncType, LockType) -> None:
     """One rank's events through libotf2's writer calls directly (otf2's event objects cost several
     times more than the writing); the bookkeeping otf2.EventWriter.write would do is done per rank."""
     import _otf2
@@ -448,6 +518,8 @@ def _write_rank(w, loc, trace, rank, region_def, comm_def, win_def, init_idx, fi
     regions_entered = set(ev["region"][ev["kind"] == ENTER].tolist())
     count = 0
     first = last = None
+    lock_id: dict[tuple[int, int], int] = {}      # (window, target) -> id of the open MPI_Win_lock
+    lock_id_next = 0
     if not regions_entered.intersection(init_idx):
         first = t = int(round(tmin * RESOLUTION)) + zero
         _otf2.EvtWriter_Enter(h, None, t, reg[init_idx[0]])
@@ -491,6 +563,12 @@ def _write_rank(w, loc, trace, rank, region_def, comm_def, win_def, init_idx, fi
                 _otf2.EvtWriter_RmaGet(h, None, t, wref[comm], remote, nbytes, mid)
             elif kind == RMA_ACC:
                 _otf2.EvtWriter_RmaAtomic(h, None, t, wref[comm], remote, RmaAtomicType.ACCUMULATE, nbytes, nrecv, mid)
+            elif _in_region(trace, stack, "MPI_Win_lock") and remote != UNDEFINED_U32:
+                lock_id[(comm, remote)] = lock_id_next = lock_id_next + 1
+                _otf2.EvtWriter_RmaRequestLock(h, None, t, wref[comm], remote, lock_id_next,
+                                               LockType.SHARED if tag == _TAG_SHARED else LockType.EXCLUSIVE)
+            elif _in_region(trace, stack, "MPI_Win_unlock") and (comm, remote) in lock_id:
+                _otf2.EvtWriter_RmaReleaseLock(h, None, t, wref[comm], remote, lock_id.pop((comm, remote)))
             else:
                 _otf2.EvtWriter_RmaSync(h, None, t, wref[comm], remote, RmaSyncType.MEMORY)
         else:
@@ -509,6 +587,10 @@ def _write_rank(w, loc, trace, rank, region_def, comm_def, win_def, init_idx, fi
     if first is not None:
         w._update_timestamps(first)                # and what it tracks for the clock properties
         w._update_timestamps(last)
+
+
+def _in_region(trace: Trace, stack: list[int], name: str) -> bool:
+    return bool(stack) and trace.regions[stack[-1]].name == name
 
 
 def _collective_op(trace: Trace, stack: list[int], CollectiveOp):
