@@ -389,3 +389,76 @@ def test_scorep_request_and_acquire_of_one_lock_read_as_one_lock(tmp_path):
     sync = ev[ev["kind"] == tm.RMA_SYNC]
     assert sync["tag"].tolist() == [2, 0, 1, 0] and sync["peer"].tolist() == [1] * 4
     assert (sync["request"] == -1).all() and (sync["comm"] == list(trace.windows)[0]).all()
+
+
+LOCKS_PROGRAM = r"""
+#include <mpi.h>
+#include <stdio.h>
+static double work(int n) { double s = 0; for (int i = 0; i < n; i++) s += i * 0.5; return s; }
+int main(int argc, char **argv) {
+    int rank, size;
+    MPI_Init(&argc, &argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    long buf[2] = {0, 0}, x = rank + 1;
+    MPI_Win win;
+    MPI_Win_create(buf, sizeof buf, sizeof(long), MPI_INFO_NULL, MPI_COMM_WORLD, &win);
+    int right = (rank + 1) % size;
+    double s = work(100000 * (rank + 1));
+    MPI_Barrier(MPI_COMM_WORLD); MPI_Barrier(MPI_COMM_WORLD);
+    MPI_Win_lock(MPI_LOCK_SHARED, right, 0, win);
+    MPI_Accumulate(&x, 1, MPI_LONG, right, 0, 1, MPI_LONG, MPI_SUM, win);
+    MPI_Win_unlock(right, win);
+    MPI_Win_lock(MPI_LOCK_EXCLUSIVE, 0, 0, win);
+    MPI_Accumulate(&x, 1, MPI_LONG, 0, 1, 1, MPI_LONG, MPI_SUM, win);
+    MPI_Win_unlock(0, win);
+    MPI_Win_free(&win);
+    printf("rank %d %ld %ld %.0f\n", rank, buf[0], buf[1], s);
+    MPI_Finalize();
+    return 0;
+}
+"""
+
+
+def test_real_traced_run_with_locks_and_one_line_calls_round_trips(tmp_path):
+    """A real run through the compile wrapper and the shim's trace mode: two MPI_Barrier calls on one
+    line (same name, file and line, two PSG vertices), a shared and an exclusive MPI_Win_lock.  The
+    OTF2 archive reads back identical, so lock types and vertices survive."""
+    import subprocess
+    from scalgraph.io.trace_shim import read_shim_trace
+    from scalgraph.static import read_psg_from_executable
+    from test_e2e_samples import WRAPPER, tool
+    from test_trace_record import run_traced
+    require_tool(importlib.util.find_spec("ziglang") is not None, "no ziglang (pip install ziglang)")
+    require_tool(tool("mpicc") is not None and tool(WRAPPER[".c"]) is not None, "no MPI or no sgcc wrapper")
+    src = tmp_path / "locks.c"
+    src.write_text(LOCKS_PROGRAM)
+    exe = tmp_path / "locks"
+    res = subprocess.run([tool(WRAPPER[".c"]), "-O1", "-g", "-o", str(exe), str(src)], capture_output=True,
+                         text=True, timeout=600)
+    assert res.returncode == 0, res.stderr
+    run_traced(exe, tmp_path / "out")
+    trace = read_shim_trace(tmp_path / "out", read_psg_from_executable(str(exe)))
+    barriers = [r for r in trace.regions if r.name == "MPI_Barrier"]
+    assert len(barriers) == 2 and barriers[0].line == barriers[1].line and barriers[0].vertex != barriers[1].vertex
+    lock_ids = [i for i, r in enumerate(trace.regions) if r.name == "MPI_Win_lock"]
+    tags = set()
+    for ev in trace.events:
+        inside = np.isin(ev["region"], lock_ids) & (ev["kind"] == tm.ENTER)
+        tags |= set(ev["tag"][np.flatnonzero(inside) + 1].tolist())
+    assert tags == {1, 2}                        # the RMA_SYNC right after each lock ENTER
+    write_trace(trace, tmp_path / "traces.otf2", "otf2")
+    assert_same(read_trace(tmp_path / "traces.otf2"), trace)
+
+
+def test_lock_of_unknown_type_reads_back_exclusive_with_the_same_contention(tmp_path):
+    from test_trace_rma import lock_trace, replay
+    from scalgraph.trace import patterns
+    trace = lock_trace()
+    for ev in trace.events:
+        ev["tag"][ev["kind"] == tm.RMA_SYNC] = 0          # 0 = unknown, counted as exclusive
+    back = lock_round_trip(tmp_path, trace)
+    tags = np.concatenate([ev["tag"][ev["kind"] == tm.RMA_SYNC] for ev in back.events])
+    assert sorted(tags.tolist()) == [0, 0, 1, 1]          # two locks (now exclusive, 1), two unlocks
+    k = patterns.PATTERN_INDEX["rma_lock_contention"]
+    assert np.array_equal(replay(trace).cube[k], replay(back).cube[k])

@@ -15,9 +15,15 @@ Writing emits: one PROCESS location group per rank with id = rank, one CPU_THREA
 one COMM_LOCATIONS group first, then one COMM_GROUP + COMM per communicator, MPI regions with
 source file "MPI" and their MPI names and Score-P roles, COLL_BEGIN before every COLL_END, a
 zero-length MPI_Init/MPI_Finalize at the global first/last time on ranks whose trace lacks them,
-timer resolution 1 ns.  Definitions OTF2 cannot hold (our communicator/window ids, PSG vertices,
-meta, the time origin) travel as JSON in the description of an attribute named "scalgraph", so a
-trace scalgraph wrote reads back identical (times are whole nanoseconds).  meta["clock_offsets"]
+timer resolution 1 ns.  Each region's description names its PSG vertex ("PSG vertex 12"), which also
+keeps regions apart that differ only in their vertex (otf2 merges equal definitions); regions are
+mapped by OTF2 reference, never by name.  RMA_SYNC inside MPI_Win_lock / MPI_Win_unlock is written
+as RmaRequestLock (lock type exclusive for tag 1 and 0 = unknown, shared for tag 2) / RmaReleaseLock;
+reading maps RmaRequestLock, RmaAcquireLock (once per lock) and RmaReleaseLock back to RMA_SYNC.
+Definitions OTF2 cannot hold (our communicator/window ids, PSG vertices, meta, the time origin,
+whether COLL_BEGIN carried a communicator) travel as JSON in the description of an attribute named
+"scalgraph", so a trace scalgraph wrote reads back identical (times are whole nanoseconds; a lock
+of unknown type, tag 0, reads back as exclusive, tag 1, which the analysis treats the same).  meta["clock_offsets"]
 stays in that attribute (it is applied by scalgraph.trace.clock), not as OTF2 ClockOffset records.
 """
 from __future__ import annotations
@@ -100,8 +106,10 @@ def _read_archive(anchor, stem, reader, reader_cm) -> Trace:
         comms, comm_id, self_comm_refs = _read_comms(defs, rank_of, GroupType, saved)
         windows, win_id, win_members = _read_windows(defs, comms, comm_id, saved)
         raw = _raw_events(reader)
+        # scalgraph's shim leaves COLL_BEGIN without communicator; Score-P archives and hand-made traces get one
+        begin_comm = saved.get("coll_begin_comm", True) if saved else True
         events, skipped = _translate(raw, anchor, nranks, rank_of, region_index, comms, comm_id, self_comm_refs,
-                                     win_id, win_members, zero, res)
+                                     win_id, win_members, zero, res, begin_comm)
         meta = dict(saved.get("meta", {})) if saved else {"source": "otf2", "otf2_timer_resolution": res}
         if skipped:
             meta["otf2_skipped_events"] = skipped
@@ -211,7 +219,7 @@ def _lookup(mapping: dict[int, int], keys: np.ndarray, missing: int = -1) -> np.
 
 
 def _translate(raw, anchor, nranks, rank_of, region_index, comms, comm_id, self_comm_refs, win_id, win_members,
-               zero, res):
+               zero, res, begin_comm: bool):
     """Raw records -> per-rank event arrays with world ranks and our communicator/window ids."""
     cols = {name: raw[name] for name in _RAW}
     rank = _lookup(rank_of, cols["loc"])
@@ -278,7 +286,7 @@ def _translate(raw, anchor, nranks, rank_of, region_index, comms, comm_id, self_
         ev["request"] = request[idx]
         # OTF2's COLLECTIVE_BEGIN has no communicator: give each BEGIN the one of its END
         begins, ends = np.flatnonzero(ev["kind"] == COLL_BEGIN), np.flatnonzero(ev["kind"] == COLL_END)
-        if len(begins) == len(ends):
+        if begin_comm and len(begins) == len(ends):
             ev["comm"][begins] = ev["comm"][ends]
         events.append(ev)
     _restore_request_comms(events)
@@ -422,7 +430,8 @@ def write_otf2(trace: Trace, anchor: str | os.PathLike) -> None:
     tmax = max((float(e["time"][-1]) for e in trace.events if len(e)), default=0.0)
     zero = 0 if tmin >= 0 else int(np.ceil(-tmin * RESOLUTION))   # ticks are unsigned
     saved = {"time_zero_ticks": zero, "comm_ids": sorted(trace.comms), "window_ids": sorted(trace.windows),
-             "region_vertices": [r.vertex for r in trace.regions], "meta": trace.meta}
+             "region_vertices": [r.vertex for r in trace.regions], "meta": trace.meta,
+             "coll_begin_comm": any(bool((e["comm"][e["kind"] == COLL_BEGIN] >= 0).any()) for e in trace.events)}
     try:
         saved_text = json.dumps(saved, separators=(",", ":"), allow_nan=False)
     except (TypeError, ValueError) as e:
