@@ -462,3 +462,19 @@ def test_lock_of_unknown_type_reads_back_exclusive_with_the_same_contention(tmp_
     assert sorted(tags.tolist()) == [0, 0, 1, 1]          # two locks (now exclusive, 1), two unlocks
     k = patterns.PATTERN_INDEX["rma_lock_contention"]
     assert np.array_equal(replay(trace).cube[k], replay(back).cube[k])
+
+
+def test_otf2_print_shows_the_lock_records_with_their_types(tmp_path):
+    """Debian's otf2-print (a libotf2 built apart from the wheel) decodes our lock records."""
+    import subprocess
+    from test_trace_rma import lock_trace
+    from scalgraph.trace import rma
+    exe = shutil.which("otf2-print")
+    require_tool(exe is not None, "otf2-print (Debian package otf2-tools) not installed")
+    write_trace(lock_trace(rma.LOCK_SHARED), tmp_path / "traces.otf2", "otf2")
+    proc = subprocess.run([exe, str(tmp_path / "traces.otf2")], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0 and "error" not in proc.stderr.lower(), proc.stderr
+    lines = [" ".join(ln.split()) for ln in proc.stdout.splitlines() if "_LOCK " in ln]
+    assert [ln.split()[0] for ln in lines].count("RMA_RELEASE_LOCK") == 2
+    requests = sorted(ln.split("Type: ")[1] for ln in lines if ln.startswith("RMA_REQUEST_LOCK"))
+    assert requests == ["EXCLUSIVE", "SHARED"] and all('Remote: 2 ("Master thread"' in ln for ln in lines)
