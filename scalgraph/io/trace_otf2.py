@@ -23,8 +23,8 @@ reading maps RmaRequestLock, RmaAcquireLock (once per lock) and RmaReleaseLock b
 Definitions OTF2 cannot hold (our communicator/window ids, PSG vertices, meta, the time origin,
 whether COLL_BEGIN carried a communicator) travel as JSON in the description of an attribute named
 "scalgraph", so a trace scalgraph wrote reads back identical (times are whole nanoseconds; a lock
-of unknown type, tag 0, reads back as exclusive, tag 1, which the analysis treats the same).  meta["clock_offsets"]
-stays in that attribute (it is applied by scalgraph.trace.clock), not as OTF2 ClockOffset records.
+of unknown type, tag 0, reads back as exclusive, tag 1, which the analysis treats the same).
+meta["clock_offsets"] stays in that attribute (it is applied by scalgraph.trace.clock), not as OTF2 ClockOffset records.
 """
 from __future__ import annotations
 
@@ -355,7 +355,7 @@ def _rank_map(defs, GroupType, LocationType, Paradigm) -> dict[int, int]:
 def _read_regions(defs, saved: dict) -> tuple[list[Region], dict[int, int]]:
     """Regions in definition order, mapped by OTF2 reference (never by name: two regions may share
     name, file and line and differ only in their PSG vertex).  The vertex is the saved one of that
-    definition, else the one in the description (see _region_description)."""
+    definition, else the one in the description (see _region_descriptions)."""
     vertices = saved.get("region_vertices", []) if saved else []
     regions, index = [], {}
     for i, r in enumerate(defs.regions):
