@@ -55,3 +55,26 @@ def test_a_slow_mpi_init_does_not_raise_the_reporting_floor_over_a_real_cause():
     result = analyse(psg2, runs)
     assert result["problem_found"]
     assert result["root_causes"][0]["line"] == 12
+
+
+def _balanced_with_inflation(extra: float):
+    from scalgraph.analysis.detect import analyse
+    psg, runs, _ = syn.balanced(scales=(2, 4, 8), noise=0.0)
+    comp = syn.vertex_at(psg, 12)
+    runs[8].time[:, comp] += extra                 # every rank slower at the largest scale
+    runs[8].samples[:] = np.rint(runs[8].time * 200).astype(np.int64)
+    return comp, analyse(psg, runs)
+
+
+def test_scaling_loss_within_the_sampling_error_is_no_loss():
+    # at p=8 each rank has ~1 s (200 samples) here: 3 errors of the two means compared ~ 0.1 s
+    comp, result = _balanced_with_inflation(0.07)
+    assert not result["problem_found"]
+    assert all(n["vertex"] != comp for n in result["non_scalable"])
+
+
+def test_scaling_loss_beyond_the_sampling_error_is_reported():
+    comp, result = _balanced_with_inflation(0.4)
+    assert result["problem_found"]
+    assert result["root_causes"][0]["vertex"] == comp
+    assert abs(result["root_causes"][0]["scaling_loss"] - 0.4) < 0.05

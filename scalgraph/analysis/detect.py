@@ -9,7 +9,8 @@ writers in scalgraph/io/report.py print.  Definitions the report relies on:
   effect of another rank's lateness); a collective's own time is at least the time its
   least-waiting participant spent in it.
 * scaling loss of a vertex: merged time at the largest scale P minus its ideal strong-scaling share
-  T_v(p0) * p0 / P (see scaling.py), in seconds per rank.
+  T_v(p0) * p0 / P (see scaling.py), in seconds per rank; a loss within 3 sampling errors of the two
+  merged times it compares (mean_sampling_error) counts as none.
 * non-scalable: scaling loss >= min_share * T'(P), T' = run time without MPI_Init/Finalize.  abnormal: rank value > AbnormThd x median and
   >= min_share * T(P) above it.
 * cost of a PPG vertex (v, r): its own-time excess over the median rank (counted only beyond the
@@ -25,13 +26,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from scalgraph.analysis.abnormal import DEFAULT_ABNORM_THD, Abnormal, find_abnormal, own_time, sampling_noise
+from scalgraph.analysis.abnormal import (DEFAULT_ABNORM_THD, SAMPLING_SIGMAS, Abnormal, find_abnormal, own_time,
+                                         sampling_noise)
 from scalgraph.analysis.backtrack import Path, backtrack_all
 from scalgraph.analysis.merge import cluster_means, cluster_ranks, merge_ranks
 from scalgraph.analysis.ppg import build_ppg
 from scalgraph.analysis.scaling import fit_models, scaling_loss
 from scalgraph.model.profile import DEP_COLL, RunProfile
-from scalgraph.model.psg import PSG
+from scalgraph.model.psg import MPI, PSG
 
 DEFAULT_MIN_SHARE = 0.05
 STARTUP = frozenset({"MPI_Init", "MPI_Init_thread", "MPI_Finalize"})
@@ -60,6 +62,16 @@ def program_time(profile: RunProfile, startup: np.ndarray) -> float:
     return float(profile.time[:, ~startup].sum(axis=1).max()) if profile.nranks else 0.0
 
 
+def mean_sampling_error(psg: PSG, profile: RunProfile) -> np.ndarray:
+    """[V] standard error of the mean-over-ranks time of sampled vertices: sqrt(total samples)/hz/R
+    (Poisson counts); 0 for MPI vertices, which the wrappers time exactly."""
+    hz = float(profile.meta.get("hz") or 0.0)
+    if hz <= 0 or profile.nranks == 0:
+        return np.zeros(len(psg))
+    se = np.sqrt(profile.samples.sum(axis=0)) / hz / profile.nranks
+    return np.where(np.asarray(psg.kind) == MPI, 0.0, se)
+
+
 def merged(values: np.ndarray, clusters: int) -> np.ndarray:
     """[V] merged value: mean over ranks, or, with k-means groups of ranks, per vertex the mean of
     the group that is slowest at that vertex (a group of late ranks is not averaged away)."""
@@ -78,6 +90,7 @@ class ScaleSummary:
     y_total: np.ndarray                     # [V x scales] merged time
     y_own: np.ndarray                       # [V x scales] merged own time (collectives: see below)
     y_max: np.ndarray                       # [V x scales] slowest rank's time
+    y_se: np.ndarray                        # [V x scales] sampling error of the merged (mean) time
     is_coll: np.ndarray                     # [V] vertices with collective dependence rows
     big: RunProfile                         # the largest scale
     own_big: np.ndarray                     # [R x V] its own time
@@ -91,7 +104,7 @@ def summarise_scales(psg: PSG, profiles: Mapping[int, RunProfile], abnorm_thd: f
     nv = len(psg)
     times: dict[int, float] = {}
     abnormal: dict[int, list[Abnormal]] = {}
-    y_total, y_own, y_max = (np.zeros((nv, len(scales))) for _ in range(3))
+    y_total, y_own, y_max, y_se = (np.zeros((nv, len(scales))) for _ in range(4))
     startup = startup_vertices(psg)
     for i, p in enumerate(scales):
         prof = profiles[p]
@@ -106,8 +119,9 @@ def summarise_scales(psg: PSG, profiles: Mapping[int, RunProfile], abnorm_thd: f
         y_own[:, i] = np.where(is_coll, np.maximum(merged(own, clusters), least_time_in_call(prof)),
                                merged(own, clusters))
         y_max[:, i] = prof.time.max(axis=0) if prof.nranks else 0.0
+        y_se[:, i] = mean_sampling_error(psg, prof)
         abnormal[p] = find_abnormal(psg, prof, abnorm_thd, min_share * program_time(prof, startup), own)
-    return ScaleSummary(scales, times, abnormal, y_total, y_own, y_max, is_coll, prof, own)
+    return ScaleSummary(scales, times, abnormal, y_total, y_own, y_max, y_se, is_coll, prof, own)
 
 
 def analyse(psg: PSG, profiles: Mapping[int, RunProfile], abnorm_thd: float = DEFAULT_ABNORM_THD,
@@ -133,6 +147,12 @@ def analyse(psg: PSG, profiles: Mapping[int, RunProfile], abnorm_thd: float = DE
     multi = len(scales) >= 2
     loss_total = scaling_loss(scales, y_total, weak)[:, -1] if multi else np.zeros(nv)
     loss_own = scaling_loss(scales, y_own, weak)[:, -1] if multi else np.zeros(nv)
+    # a loss within the sampling error of the two measurements it compares is no loss
+    if multi:
+        ratio = 1.0 if weak else scales[0] / scales[-1]
+        loss_noise = SAMPLING_SIGMAS * np.hypot(sm.y_se[:, -1], ratio * sm.y_se[:, 0])
+        loss_total = np.where(loss_total > loss_noise, loss_total, 0.0)
+        loss_own = np.where(loss_own > loss_noise, loss_own, 0.0)
     # A collective's own cost is estimated from its least-waiting participant, and with more ranks
     # than cores every blocking call also collects scheduler delays there; such a collective is
     # named for its own scaling only when it loses at least twice the reporting threshold.
