@@ -150,9 +150,8 @@ def read_shim_trace(run_dir: str | pathlib.Path, psg=None) -> Trace:
 
 def _distinct_names(regions: list[Region]) -> None:
     """User-code vertices with the same name, file and line (two COMPs of one line) get their vertex
-    id in the name, so formats that identify a region by name and location (the OTF2 writer merges
-    equal region definitions) keep them apart.  MPI regions keep their routine name, which the
-    patterns look up; two calls of one routine on one line stay alike there."""
+    id in the name (`comp [v12]`), so tools that show only region names (Cube, Vampir) keep them
+    apart.  MPI regions keep their routine name, which the patterns look up."""
     seen: dict[tuple, int] = {}
     for r in regions:
         key = (r.name, r.file, r.line)
