@@ -19,7 +19,9 @@ COMMANDS = {
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="scalgraph", description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(prog="scalgraph", description="Find the source lines that make an MPI program "
+                                "stop scaling, and why. Build with sgcc/sgcxx/sgfort, then: scalgraph run -n 2,4,8 -- "
+                                "./app; scalgraph detect EXPERIMENT.")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
     for name, help_text in COMMANDS.items():
         sp = sub.add_parser(name, help=help_text, description=help_text)
