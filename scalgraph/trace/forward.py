@@ -95,8 +95,7 @@ def build_context(trace: tm.Trace, allow_unmatched: bool = False) -> ReplayConte
                         f"{int(flat.ev['tag'][g])}); the trace is incomplete or a rank's file is missing")
     colls = matching.match_collectives(flat, nest, trace.comms)
     t = flat.ev["time"].astype(np.float64, copy=False)
-    last_time = np.repeat(t[np.maximum(flat.offsets[1:] - 1, 0)], np.diff(flat.offsets))
-    exit_time = np.where(nest.partner >= 0, t[np.maximum(nest.partner, 0)], last_time)
+    exit_time = _exit_times(t, nest.partner, flat)
     names = [r.name for r in trace.regions]
     region_is_test = np.array([n.startswith("MPI_Test") for n in names] + [False], bool)
     region_coll_kind = np.array([patterns.COLL_KINDS.index(patterns.COLLECTIVE_KIND.get(n, ""))
@@ -107,14 +106,22 @@ def build_context(trace: tm.Trace, allow_unmatched: bool = False) -> ReplayConte
                          region_class=[patterns.region_class(n) for n in names])
 
 
+def _exit_times(t: np.ndarray, partner: np.ndarray, flat: matching.Flat) -> np.ndarray:
+    """For each event: the time of its partner (an ENTER's EXIT), else of its rank's last event.
+    Gathers in place rather than building full-size temporaries (they cost page faults at 1e7 events)."""
+    exit_time = t[np.maximum(partner, 0)]
+    unpaired = np.flatnonzero(partner < 0)
+    last = np.maximum(flat.offsets[1:] - 1, 0)
+    exit_time[unpaired] = t[last[flat.rank[unpaired]]]
+    return exit_time
+
+
 def exclusive_time(ctx: ReplayContext) -> np.ndarray:
     """[call path, rank]: time between each event and the next, booked to the innermost open region."""
-    f, dt = ctx.flat, ctx.gap
-    cp = ctx.nest.cp_after
-    inside = cp >= 0
     c, p = ctx.ncallpaths, ctx.nranks
-    key = cp[inside] * p + f.rank[inside]
-    return waitops.segment_sum(key, dt[inside], c * p).reshape(c, p)
+    # time outside every region goes to the extra row `c`, which is dropped (no boolean-mask copies)
+    key = ctx.cp_after_ext * p + ctx.flat.rank
+    return waitops.segment_sum(key, ctx.gap, (c + 1) * p)[:c * p].reshape(c, p)
 
 
 def forward_replay(ctx: ReplayContext) -> ForwardResult:

@@ -187,8 +187,7 @@ def _match_rank(kind, region, table: _CallPathTable, rank: int):
 def match_regions(flat: Flat) -> Nesting:
     """ENTER/EXIT pairs, owners and call paths, one rank at a time (ranks are independent, and
     rank-sized arrays stay in cache)."""
-    kind = flat.ev["kind"]
-    region = flat.ev["region"].astype(np.int64)
+    kind, region = flat.ev["kind"], flat.ev["region"]
     n = len(kind)
     table = _CallPathTable(int(region.max()) + 2 if n else 1)
     partner = np.empty(n, np.int64)
@@ -197,7 +196,7 @@ def match_regions(flat: Flat) -> Nesting:
     cp_after = np.empty(n, np.int64)
     for r in range(flat.nranks):
         a, b = int(flat.offsets[r]), int(flat.offsets[r + 1])
-        pa, ow, cp, ca = _match_rank(kind[a:b], region[a:b], table, r)
+        pa, ow, cp, ca = _match_rank(kind[a:b], region[a:b].astype(np.int64), table, r)   # rank-sized copy
         partner[a:b] = np.where(pa >= 0, pa + a, -1)
         owner[a:b] = np.where(ow >= 0, ow + a, -1)
         callpath[a:b], cp_after[a:b] = cp, ca
@@ -282,11 +281,10 @@ def match_messages(flat: Flat, nest: Nesting) -> Messages:
     unmatched_send = np.sort(rows[~matched & (side == 0)])
     unmatched_recv = np.sort(rows[~matched & (side == 1)])
 
-    post_of = np.full(len(kind), -1, np.int64)
-    post_of[r] = post_evt
+    post_of_recv = post_evt[np.searchsorted(r, recv_evt)]     # r is sorted and holds every recv_evt
     return Messages(
         send_evt=send_evt, recv_evt=recv_evt,
-        send_op=nest.owner[send_evt], recv_op=nest.owner[recv_evt], post_op=nest.owner[post_of[recv_evt]],
+        send_op=nest.owner[send_evt], recv_op=nest.owner[recv_evt], post_op=nest.owner[post_of_recv],
         src=flat.rank[send_evt].astype(np.int64), dst=flat.rank[recv_evt].astype(np.int64),
         tag=ev["tag"][send_evt].astype(np.int64), comm=ev["comm"][send_evt].astype(np.int64),
         blocking_send=kind[send_evt] == tm.SEND,
