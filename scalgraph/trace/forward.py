@@ -39,8 +39,8 @@ class ReplayContext:
     def gap(self) -> np.ndarray:
         """Time from each event to the next one on its rank (0 after a rank's last event)."""
         if self._gap is None:
-            dt = np.zeros(len(self.time))
-            dt[:-1] = self.time[1:] - self.time[:-1]
+            dt = np.empty(len(self.time))
+            np.subtract(self.time[1:], self.time[:-1], out=dt[:-1])     # no full-size temporary
             dt[np.maximum(self.flat.offsets[1:] - 1, 0)] = 0.0
             self._gap = dt
         return self._gap
@@ -73,11 +73,14 @@ class ForwardResult:
     cube: np.ndarray            # [pattern, call path, rank] inclusive severity in seconds
     excl_time: np.ndarray       # [call path, rank] exclusive time
     clock_violations: int
+    _sync_waits: np.ndarray | None = None
 
     @property
     def sync_waits(self) -> np.ndarray:
         """The wait states with a causer (delay analysis and the critical path use these)."""
-        return self.waits[patterns.SYNC_PATTERNS[self.waits["pattern"]]]
+        if self._sync_waits is None:            # computed once: several passes ask for it
+            self._sync_waits = self.waits[patterns.SYNC_PATTERNS[self.waits["pattern"]]]
+        return self._sync_waits
 
 
 def build_context(trace: tm.Trace, allow_unmatched: bool = False) -> ReplayContext:
@@ -120,7 +123,8 @@ def exclusive_time(ctx: ReplayContext) -> np.ndarray:
     """[call path, rank]: time between each event and the next, booked to the innermost open region."""
     c, p = ctx.ncallpaths, ctx.nranks
     # time outside every region goes to the extra row `c`, which is dropped (no boolean-mask copies)
-    key = ctx.cp_after_ext * p + ctx.flat.rank
+    key = ctx.cp_after_ext * p
+    key += ctx.flat.rank
     return waitops.segment_sum(key, ctx.gap, (c + 1) * p)[:c * p].reshape(c, p)
 
 
