@@ -185,19 +185,21 @@ def interval_starts(ctx: ReplayContext, waits: np.ndarray, q_rank, q_key, q_time
     j = np.minimum(np.searchsorted(calls, p_op), max(len(calls) - 1, 0))
     p_end = p_time + (np.where(calls[j] == p_op, call_wait[j], 0.0) if len(calls) else 0.0)
     nk = ctx.nranks + len(ctx.trace.comms) + 1
-    g = np.concatenate((p_rank * nk + p_key, q_rank * nk + q_key))
-    tt = np.concatenate((p_time, q_time))
-    isq = np.concatenate((np.zeros(len(p_rank), np.int8), np.ones(len(q_rank), np.int8)))
-    # at equal times the query sorts first: "previous" means strictly earlier
-    order = np.lexsort((1 - isq, tt, g))
+    nq = len(q_rank)
+    g = np.concatenate((q_rank * nk + q_key, p_rank * nk + p_key))
+    tt = np.concatenate((q_time, p_time))
+    # queries come first in the input, so the stable sort puts them first at equal times:
+    # "previous" means strictly earlier
+    order = np.lexsort((tt, g))
+    is_p = order >= nq
     pos = np.arange(len(order))
-    last = np.maximum.accumulate(np.where(isq[order] == 0, pos, -1))
-    qpos = np.flatnonzero(isq[order] == 1)
+    last = np.maximum.accumulate(np.where(is_p, pos, -1))
+    qpos = np.flatnonzero(~is_p)
     k = last[qpos]
     ok = (k >= 0) & (g[order[np.maximum(k, 0)]] == g[order[qpos]])
-    out = np.full(len(q_rank), -np.inf)
-    qi = order[qpos] - len(p_rank)
-    out[qi[ok]] = p_end[order[k[ok]]]
+    out = np.full(nq, -np.inf)
+    qi = order[qpos]
+    out[qi[ok]] = p_end[order[k[ok]] - nq]
     return out
 
 
