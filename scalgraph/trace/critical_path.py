@@ -19,6 +19,7 @@ from scalgraph.model import trace as tm
 from scalgraph.trace import waitops
 from scalgraph.trace.delay import processing_profiles
 from scalgraph.trace.forward import ForwardResult
+from scalgraph.trace.hugepages import without_hugepage_advice
 
 
 @dataclass
@@ -101,6 +102,7 @@ def walk(fwd: ForwardResult):
     return np.array(seg_rank, np.int64), np.array(seg_start), np.array(seg_end)
 
 
+@without_hugepage_advice
 def critical_path(fwd: ForwardResult) -> CriticalPath:
     ctx = fwd.ctx
     ncp, p = ctx.ncallpaths, ctx.nranks

@@ -35,6 +35,7 @@ from scipy.sparse.linalg import spsolve, spsolve_triangular
 from scalgraph.errors import UserError
 from scalgraph.trace import waitops
 from scalgraph.trace.forward import ForwardResult, ReplayContext
+from scalgraph.trace.hugepages import without_hugepage_advice
 
 
 @dataclass
@@ -239,6 +240,7 @@ def _concat(parts):
     return tuple(np.concatenate(x) for x in zip(*parts))
 
 
+@without_hugepage_advice
 def delay_analysis(fwd: ForwardResult) -> DelayResult:
     ctx = fwd.ctx
     waits = fwd.sync_waits

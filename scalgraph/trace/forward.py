@@ -14,6 +14,7 @@ import numpy as np
 from scalgraph.errors import UserError
 from scalgraph.model import trace as tm
 from scalgraph.trace import matching, patterns, waitops
+from scalgraph.trace.hugepages import without_hugepage_advice
 
 
 @dataclass
@@ -83,6 +84,7 @@ class ForwardResult:
         return self._sync_waits
 
 
+@without_hugepage_advice
 def build_context(trace: tm.Trace, allow_unmatched: bool = False) -> ReplayContext:
     if trace.nranks == 0:
         raise UserError("the trace has no locations; nothing to analyse")
@@ -128,6 +130,7 @@ def exclusive_time(ctx: ReplayContext) -> np.ndarray:
     return waitops.segment_sum(key, ctx.gap, (c + 1) * p)[:c * p].reshape(c, p)
 
 
+@without_hugepage_advice
 def forward_replay(ctx: ReplayContext) -> ForwardResult:
     found: dict[str, np.ndarray] = {}
     for pat in patterns.PATTERNS:
