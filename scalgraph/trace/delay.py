@@ -70,6 +70,18 @@ def _expand(lo: np.ndarray, hi: np.ndarray):
     return ids, vals
 
 
+def _by_rank(rank: np.ndarray):
+    """(rank, positions of that rank in ascending order) for each rank present: one sort instead
+    of a full scan per rank."""
+    order = np.argsort(rank, kind="stable")
+    ranks = rank[order]
+    cuts = np.flatnonzero(ranks[1:] != ranks[:-1]) + 1
+    starts = np.concatenate(([0], cuts)) if len(order) else np.zeros(0, np.int64)
+    ends = np.concatenate((cuts, [len(order)])) if len(order) else np.zeros(0, np.int64)
+    for a, b in zip(starts.tolist(), ends.tolist()):
+        yield int(ranks[a]), order[a:b]
+
+
 def exclusive_pieces(ctx: ReplayContext, rank, t0, t1):
     """Exclusive time inside [t0, t1] on `rank`, per interval: triplets (interval, call path, time).
     Call path `ncallpaths` stands for time outside every region.  Only the first and the last piece
@@ -77,8 +89,7 @@ def exclusive_pieces(ctx: ReplayContext, rank, t0, t1):
     t, off = ctx.time, ctx.flat.offsets
     lo = np.zeros(len(rank), np.int64)
     hi = np.full(len(rank), -1, np.int64)
-    for r in np.unique(rank).tolist():                 # one vectorised search per rank
-        sel = np.flatnonzero(rank == r)
+    for r, sel in _by_rank(rank):                      # one vectorised search per rank
         tr = t[off[r]:off[r + 1]]
         if len(tr) < 2:
             continue
@@ -114,11 +125,10 @@ def wait_pieces(ctx: ReplayContext, waits: np.ndarray, rank, t0, t1, index=None)
     order, ws, we, cum_end, bounds = index if index is not None else wait_index(ctx, waits)
     lo = np.zeros(len(rank), np.int64)
     hi = np.full(len(rank), -1, np.int64)
-    for r in np.unique(rank).tolist():
+    for r, sel in _by_rank(rank):
         a, b = bounds[r], bounds[r + 1]
         if a == b:
             continue
-        sel = np.flatnonzero(rank == r)
         lo[sel] = a + np.searchsorted(cum_end[a:b], t0[sel], "right")
         hi[sel] = a + np.searchsorted(ws[a:b], t1[sel], "left") - 1
     ids, j = _expand(lo, hi)
