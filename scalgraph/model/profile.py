@@ -7,6 +7,12 @@ subtrees of the PSG.
 """
 from __future__ import annotations
 
+# meta keys the analysis relies on (readers fill what they know):
+#   hz            the sampling rate actually delivered (samples per CPU second), 0 when sampling was off
+#   sampler       "task-clock" (perf_event per-thread hrtimer), "itimer" (ITIMER_PROF fallback) or "off"
+#   cores         [per rank] CPUs the rank's process could run on (its affinity mask)
+#   ranks_on_host [per rank] ranks of the run on the same host: more ranks than cores means time-sharing
+
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -42,6 +48,17 @@ class RunProfile:
     comm_members: dict[int, list[int]] = field(default_factory=dict)  # comm id -> world ranks
     counters: dict[str, np.ndarray] = field(default_factory=dict)     # name -> [ranks x vertices]; absent = not measured
     meta: dict = field(default_factory=dict)  # hz, mpi_library, host, start, end, clock offsets, wall time...
+    # Exact computation between MPI calls (profile format 2): for an MPI vertex m on rank r, the
+    # seconds since that rank's previous MPI call returned, summed over the calls made at m.  They
+    # are charged to the MPI call that *ends* the computation; zeros where not measured.
+    comp_wall: np.ndarray | None = None   # [ranks x vertices] wall-clock seconds
+    comp_cpu: np.ndarray | None = None    # [ranks x vertices] thread-CPU seconds
+    mpi_cpu: np.ndarray | None = None     # [ranks x vertices] thread-CPU seconds spent inside the MPI calls
+
+    def __post_init__(self) -> None:
+        for name in ("comp_wall", "comp_cpu", "mpi_cpu"):
+            if getattr(self, name) is None:
+                setattr(self, name, np.zeros((self.nranks, self.nvertices)))
 
     @property
     def wall_time(self) -> float:
