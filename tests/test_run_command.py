@@ -235,6 +235,7 @@ def _cli(*args, cwd) -> subprocess.CompletedProcess:
     (["run", "-n", "2", "--repeat", "0", "--", "true"], "--repeat"),
     (["run", "-n", "2"], "no program given"),
     (["run", "-n", "2", "--", "./no-such-program"], "no such program"),
+    (["run", "-n", "2", "--", "true", "--size={q}"], "unknown placeholder {q}"),
 ])
 def test_bad_arguments_give_one_clear_line(tmp_path, args, message):
     res = _cli(*args, cwd=tmp_path)
@@ -323,3 +324,17 @@ def test_resuming_with_fewer_scales_runs_only_those(fake_app, tmp_path, monkeypa
     assert [c.split()[0] for c in calls(tmp_path)] == ["1", "2", "3", "2"]
     runs = runs_by_scale(exp)
     assert runs[(2, 0)]["status"] == "ok" and runs[(3, 0)]["status"] == "failed"
+
+
+def test_per_scale_placeholders_reach_the_program_and_are_recorded(fake_app, tmp_path):
+    exp = tmp_path / "exp"
+    args = ["--n={p}", "{px}x{py}x{pz}", "{{literal}}"]
+    assert main(["run", "-n", "4,2", "-o", str(exp), "--", str(fake_app), *args]) == 0
+    assert calls(tmp_path) == ["2 --n=2 2x1x1 {literal}", "4 --n=4 2x2x1 {literal}"]
+    assert (exp / "scale-4/rep-0/stdout.txt").read_text() == "fake: ranks=4 args=--n=4 2x2x1 {literal}\n"
+    desc = json.loads((exp / "experiment.json").read_text())
+    assert desc["command"] == [str(fake_app), *args]                   # the template, for resuming
+    assert {r["scale"]: r["command"] for r in desc["runs"]} == {
+        2: [str(fake_app), "--n=2", "2x1x1", "{literal}"], 4: [str(fake_app), "--n=4", "2x2x1", "{literal}"]}
+    assert main(["run", "-n", "2,4,8", "-o", str(exp), "--", str(fake_app), *args]) == 0   # resume: only p=8
+    assert calls(tmp_path)[2:] == ["8 --n=8 2x2x2 {literal}"]

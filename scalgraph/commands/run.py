@@ -33,7 +33,11 @@ def add_arguments(p) -> None:
     inp.add_argument("--repeat", type=int, default=1, metavar="K",
                      help="runs per scale; detect takes the median (default %(default)s)")
     inp.add_argument("program", nargs=argparse.REMAINDER, metavar="-- PROGRAM [ARGS]",
-                     help="the program built with sgcc/sgcxx/sgfort and its arguments")
+                     help="the program built with sgcc/sgcxx/sgfort and its arguments; in the arguments {p} is "
+                          "the process count of each run and {px} {py} {pz} the process grid MPI_Dims_create "
+                          "gives for it (2-D if {py} is the highest used, 3-D with {pz}: p=8 -> 2 2 2), "
+                          "{{ and }} are literal braces; the expanded command is recorded per run in "
+                          "experiment.json")
     run = p.add_argument_group("how to run")
     run.add_argument("--trace", action="store_true",
                      help="also record event traces (SCALGRAPH_TRACE=1); each run's trace.sgtrace is what "
@@ -74,6 +78,8 @@ def run(args) -> int:
     command = list(args.program[1:] if args.program[:1] == ["--"] else args.program)
     if not command:
         raise UserError("no program given; usage: scalgraph run -n 2,4,8 -- ./app args")
+    from scalgraph.runtime.placeholders import placeholders_in
+    placeholders_in(command[1:])             # an unknown {name} is refused before anything runs
     program = resolve_program(command[0])
     psg = read_program_psg(program)
     if getattr(args, "trace_filter", None):
@@ -245,11 +251,13 @@ def run_one(exp: pathlib.Path, entry: dict, command, launcher, args) -> None:
             from scalgraph.io.trace_filter import write_id_file
             write_id_file(args.trace_filter_ids, out_dir / "trace-filter.ids")
             env["SCALGRAPH_TRACE_FILTER"] = str(out_dir / "trace-filter.ids")
-    entry.update(status=ew.PENDING, exit_code=None, wall_time=0.0, started=_now())
+    from scalgraph.runtime.placeholders import expand
+    argv = command[:1] + expand(command[1:], p)
+    entry.update(status=ew.PENDING, exit_code=None, wall_time=0.0, started=_now(), command=argv)
     entry.pop("error", None)
     start = time.monotonic()
     with open(out_dir / "stdout.txt", "wb") as out, open(out_dir / "stderr.txt", "wb") as err:
-        proc = subprocess.Popen(launcher.command(p, command), stdout=out, stderr=err, env=env,
+        proc = subprocess.Popen(launcher.command(p, argv), stdout=out, stderr=err, env=env,
                                 stdin=subprocess.DEVNULL, start_new_session=True)
         try:
             code = proc.wait(timeout=args.timeout if args.timeout > 0 else None)
