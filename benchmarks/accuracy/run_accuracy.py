@@ -268,7 +268,7 @@ def insert_plant(src_root: pathlib.Path, plant: Plant) -> int:
     of its `for`/`do` in the modified file (the answer the detector should give)."""
     path = src_root / plant.file
     try:
-        text = path.read_text(errors="surrogateescape")
+        text = path.read_bytes().decode("utf-8", "surrogateescape")      # line endings kept as they are
     except OSError as e:
         raise UserError(f"plant: cannot read {plant.file} ({e.strerror})") from None
     lines = text.splitlines(keepends=True)
@@ -281,7 +281,7 @@ def insert_plant(src_root: pathlib.Path, plant: Plant) -> int:
     indent = re.match(r"[ \t]*", anchor).group(0)
     block, at = plant_block(plant.file, plant, indent)
     lines[plant.after_line:plant.after_line] = [b + eol for b in block]
-    path.write_text("".join(lines), errors="surrogateescape")
+    path.write_bytes("".join(lines).encode("utf-8", "surrogateescape"))
     return plant.after_line + 1 + at
 
 
@@ -513,9 +513,9 @@ def evaluate(prog: Program, setup: Setup, sources: pathlib.Path, modes: list, re
                 result["runs"] += run_variant(setup, prog, built, work, variant, modes, rep)
     finally:
         result["seconds"] = round(time.monotonic() - start, 1)
+        result["kept"] = keep
         if not keep:
             shutil.rmtree(work, ignore_errors=True)
-            result["scratch"] = None
     result["summary"] = summarise(result["runs"], modes, repeat)
     return result
 
