@@ -27,26 +27,36 @@ void sg_fn_exit(void);
 
 /* ---- On-disk profile: one file per rank, rank-<r>.sgp (little-endian, this exact layout) ----
  * [struct sg_file_header]
- * [uint64 samples  [nvertices]]   SIGPROF samples charged to the vertex
+ * [uint64 samples  [nvertices]]   sampler interrupts charged to the vertex
  * [uint64 calls    [nvertices]]   MPI calls made at the vertex
  * [uint64 time_ns  [nvertices]]   exact nanoseconds inside MPI calls made at the vertex
  * [uint64 wait_ns  [nvertices]]   the part of time_ns spent in calls that block on other ranks
  * [uint64 counters [ncounters][nvertices]]   counter deltas charged at each sample
+ * [uint64 sample_ns    [nvertices]]  CPU nanoseconds charged by the samples: each sample gets the
+ *                                    CPU time of its thread (itimer: of the process) since the previous one
+ * [uint64 comp_wall_ns [nvertices]]  MPI vertices: wall ns from the thread's previous MPI call's return
+ *                                    (first call: from the shim's start) to each call made here, summed
+ * [uint64 comp_cpu_ns  [nvertices]]  the same intervals in thread-CPU ns
+ * [uint64 mpi_cpu_ns   [nvertices]]  thread-CPU ns inside the MPI calls made at the vertex
  * [struct sg_dep_record  [ndeps]]
  * [struct sg_comm_record [ncomms]]
  * [int32  members  [nmembers]]    world ranks of each communicator, in comm-rank order
  * checksum: CRC-32 (zlib's) over the whole file with the checksum field set to 0. */
 enum {
-    SG_FILE_VERSION = 1,
+    SG_FILE_VERSION = 2,
+    SG_VERTEX_ARRAYS = 8,      /* uint64 [nvertices] arrays besides the counters */
     SG_MAX_COUNTERS = 4,
     SG_NAME_LEN = 32,
     SG_FLAG_FINALIZED = 1,   /* written by MPI_Finalize */
     SG_FLAG_AT_EXIT = 2,     /* written at exit without MPI_Finalize */
     SG_FLAG_SIGTERM = 4,     /* written by the SIGTERM handler */
     SG_FLAG_ABORT = 8,       /* written by MPI_Abort */
-    SG_FLAG_SAMPLING_OFF = 16, /* the program owns SIGPROF/ITIMER_PROF, so no samples were taken */
+    SG_FLAG_SAMPLING_OFF = 16, /* the program owns the sampler's signal (or ITIMER_PROF): samples stopped */
     SG_FLAG_DEPS_DROPPED = 32, /* the dependence table was full; some tuples were not recorded */
-    SG_FLAG_TSC = 64           /* MPI times were read through the calibrated TSC (else clock_gettime) */
+    SG_FLAG_TSC = 64,          /* MPI times were read through the calibrated TSC (else clock_gettime) */
+    SG_SAMPLER_OFF = 0,        /* sg_file_header.sampler: no sampling */
+    SG_SAMPLER_TASK_CLOCK = 1, /* per-thread perf_event task-clock (hrtimer on the thread's own CPU time) */
+    SG_SAMPLER_ITIMER = 2      /* the ITIMER_PROF fallback (tick-driven, biased; rate capped by the tick) */
 };
 
 struct sg_file_header {
@@ -60,7 +70,7 @@ struct sg_file_header {
     uint32_t ndeps, ncomms;
     uint32_t nmembers, flags;
     uint64_t deps_dropped;      /* dependence records that did not fit */
-    double hz;                  /* sampling rate, 0 when sampling was off */
+    double hz;                  /* sampling rate asked for, 0 when sampling was off */
     double comm_sample;         /* probability with which a message is recorded as a dependence */
     double start_time, end_time;          /* seconds since the epoch (CLOCK_REALTIME) */
     double clock_offset_init, clock_offset_final; /* this rank's CLOCK_MONOTONIC minus rank 0's, seconds */
@@ -69,6 +79,12 @@ struct sg_file_header {
     char host[64];
     char mpi_library[256];
     char counter_names[4][32];
+    uint32_t sampler;           /* SG_SAMPLER_*: the sampler that ran */
+    int32_t signo;              /* signal the task-clock sampler used, 0 if none */
+    uint32_t cores;             /* CPUs in this rank's affinity mask (sched_getaffinity) */
+    uint32_t ranks_on_host;     /* ranks of the run sharing this host (MPI_COMM_TYPE_SHARED), 0 if unknown */
+    double hz_delivered;        /* samples per second of process CPU time while the sampler ran */
+    double sampled_cpu;         /* those process CPU seconds */
 };
 
 struct sg_dep_record {          /* same layout as scalgraph.model.profile.DEP_DTYPE */
@@ -94,7 +110,9 @@ void sg_record_dep(uint32_t vertex, int32_t kind, int32_t peer, int32_t tag, int
 int32_t sg_comm_add(const int32_t *members, int32_t n);      /* returns the comm index, -1 if full */
 int32_t sg_comm_id(int32_t comm_index);
 int32_t sg_comm_world_rank(int32_t comm_index, int32_t rank); /* -1 if unknown */
-void sg_sample_now(void);
+void sg_sample_now(void);                 /* a sample: this thread's CPU time since its previous one */
+void sg_sample_charge(uint64_t cpu_ns);   /* a sample charged cpu_ns (test hook) */
+void sg_record_comp(uint32_t vertex, uint64_t comp_wall_ns, uint64_t comp_cpu_ns, uint64_t mpi_cpu_ns);
 int sg_write_profile(const char *dir, uint32_t flags);
 /* SG_CDEF_END */
 

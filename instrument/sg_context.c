@@ -9,7 +9,7 @@ __thread uint32_t sg_cur __attribute__((tls_model("initial-exec"))) = 0;
 
 static SG_TLS struct sg_thread *self_;
 static struct sg_thread pool_[SG_MAX_THREADS];
-static struct sg_thread untracked_ = {.inst = -1, .tracked = 0};
+static struct sg_thread untracked_ = {.inst = -1, .tracked = 0, .perf_fd = -1};
 static uint32_t pool_used_;
 
 static const struct sg_psg_tables *tables_;
@@ -24,13 +24,25 @@ struct sg_thread *sg_thread_self(void) {
     if (slot < SG_MAX_THREADS) {
         t = &pool_[slot];
         t->inst = -1;
-        t->tracked = 1;
         t->rng = 0x9E3779B97F4A7C15ull ^ ((uint64_t)slot << 32) ^ (uint64_t)sg_now_ns();
-    } else {
-        t = &untracked_;   /* shared by the threads beyond the pool: context is not tracked */
+        t->perf_fd = -1;
+        t->mpi_end_cpu = sg_thread_cpu_ns();   /* computation before the first MPI call counts from here */
+        t->mpi_end_wall = sg_now_ns();
+        t->sample_cpu = t->mpi_end_cpu;
+        __atomic_store_n(&t->tracked, 1, __ATOMIC_RELEASE);   /* sg_thread_slot() may hand it out now */
+        self_ = t;
+        sg_sampler_thread_start(t);
+        return t;
     }
+    t = &untracked_;   /* shared by the threads beyond the pool: context is not tracked */
     self_ = t;
     return t;
+}
+
+struct sg_thread *sg_thread_slot(uint32_t i) {
+    if (i >= SG_MAX_THREADS || !__atomic_load_n(&pool_[i].tracked, __ATOMIC_ACQUIRE))
+        return NULL;
+    return &pool_[i];
 }
 
 void sg_register_psg(const struct sg_psg_tables *t) {

@@ -60,6 +60,19 @@ static void clock_sync(double *offset, double *rtt) {
     *rtt = best;
 }
 
+/* Ranks of this run sharing the host (0 if the MPI cannot tell): a collective over MPI_COMM_WORLD,
+ * through PMPI so the program's communicator table does not see it. */
+static uint32_t ranks_on_host(void) {
+    MPI_Comm node = MPI_COMM_NULL;
+    int n = 0;
+    if (PMPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node) != MPI_SUCCESS ||
+        node == MPI_COMM_NULL)
+        return 0;
+    PMPI_Comm_size(node, &n);
+    PMPI_Comm_free(&node);
+    return n > 0 ? (uint32_t)n : 0;
+}
+
 void sg_mpi_after_init(void) {
     int rank = 0, size = 1, len = 0;
     sg_timer_calibrate();
@@ -73,6 +86,9 @@ void sg_mpi_after_init(void) {
     if (nl)
         *nl = 0;
     snprintf(sg_run.mpi_library, sizeof sg_run.mpi_library, "%.255s", version);
+    sg_run.cores = sg_affinity_cores();   /* the launcher may have bound the rank by now */
+    sg_run.ranks_on_host = ranks_on_host();
+    sg_sampler_report(rank);
     if (size > 1 && sync_rounds(size) > 0)
         PMPI_Comm_dup(MPI_COMM_WORLD, &sync_comm_);
     clock_sync(&sg_run.clock_offset_init, &sg_run.clock_rtt_init);
@@ -100,20 +116,23 @@ int MPI_Init_thread(int *argc, char ***argv, int required, int *provided) {
  * (the final ping-pong then never returns) still leaves its profile; it is rewritten with the final
  * clock offset once that is measured. */
 void sg_mpi_before_finalize(uint32_t vertex) {
-    uint64_t t0 = sg_now_ns();
+    struct sg_thread *t = sg_thread_self();
+    uint64_t t0, c0 = sg_mpi_enter(t, &t0);
     int was_off = sg_run.sampling_off;
     sg_sampler_stop();
     if (sg_run.sampling_off && !was_off && sg_run.rank == 0)
-        fprintf(stderr, "scalgraph: the program installed its own SIGPROF handler; scalgraph's samples "
-                        "stopped there and its timer was left alone\n");
+        fprintf(stderr, "scalgraph: %s; scalgraph's samples stopped there and the program's handler was "
+                        "left alone\n", sg_sampler_stop_note());
     sg_run.end_time = sg_wall_seconds();
     sg_run.clock_offset_final = sg_run.clock_rtt_final = __builtin_nan("");
-    sg_record_mpi(vertex, 0, SG_NOT_WAITING);
+    sg_mpi_leave(t, vertex, t0, 0, c0, SG_NOT_WAITING);   /* the call, and the computation before it */
     sg_write_profile(NULL, SG_FLAG_FINALIZED);
     clock_sync(&sg_run.clock_offset_final, &sg_run.clock_rtt_final);
     if (sync_comm_ != MPI_COMM_NULL)
         PMPI_Comm_free(&sync_comm_);
+    uint64_t c1 = t->tracked ? sg_thread_cpu_ns() : c0;
     sg_add_time(vertex, sg_now_ns() - t0);
+    sg_record_comp(vertex, 0, 0, c1 > c0 ? c1 - c0 : 0);
     sg_run.end_time = sg_wall_seconds();
     sg_write_profile(NULL, SG_FLAG_FINALIZED);
 }
@@ -124,7 +143,7 @@ int MPI_Finalize(void) {
         return PMPI_Finalize();
     t->in_mpi = 1;
     uint32_t v = sg_vertex_of(t);
-    uint64_t t0 = sg_now_ns();
+    uint64_t t0 = sg_now_ns();   /* for the trace */
     sg_mpi_before_finalize(v);
     int rc = PMPI_Finalize();
     if (sg_trace_on)   /* after PMPI_Finalize: its EXIT comes after every rank entered, as in MPI */
@@ -136,7 +155,8 @@ int MPI_Finalize(void) {
 int MPI_Abort(MPI_Comm comm, int errorcode) {
     struct sg_thread *t = sg_thread_self();
     if (!t->in_mpi && sg_run.initialized && !sg_run.written) {
-        sg_record_mpi(sg_vertex_of(t), 0, SG_NOT_WAITING);
+        uint64_t t0, c0 = sg_mpi_enter(t, &t0);
+        sg_mpi_leave(t, sg_vertex_of(t), t0, 0, c0, SG_NOT_WAITING);
         sg_sampler_stop();
         sg_write_profile(NULL, SG_FLAG_ABORT);
     }

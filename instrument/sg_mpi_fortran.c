@@ -60,13 +60,14 @@ static void to_c_status(const F *fst, MPI_Status *cst) { PMPI_Status_f2c(fst, cs
     }                                                                                             \
     t_->in_mpi = 1;                                                                               \
     uint32_t v_ = sg_vertex_of(t_);                                                               \
-    uint64_t t0_ = sg_now_ns();                                                                   \
+    uint64_t t0_;                                                                                 \
+    uint64_t c0_ = sg_mpi_enter(t_, &t0_);                                                        \
     pmpi_call;                                                                                    \
     uint64_t dt_ = sg_now_ns() - t0_;                                                             \
     (void)dt_;
 
 #define F_END(waiting)                                                                            \
-    sg_record_mpi(v_, dt_, waiting);                                                              \
+    sg_mpi_leave(t_, v_, t0_, dt_, c0_, waiting);                                                 \
     t_->in_mpi = 0;
 
 void mpi_init_(F *ierr) {
@@ -326,7 +327,8 @@ void mpi_abort_(F *comm, F *errorcode, F *ierr) {
     NEED(pmpi_abort_);
     struct sg_thread *t = sg_thread_self();
     if (!t->in_mpi && sg_run.initialized && !sg_run.written) {
-        sg_record_mpi(sg_vertex_of(t), 0, SG_NOT_WAITING);
+        uint64_t t0, c0 = sg_mpi_enter(t, &t0);
+        sg_mpi_leave(t, sg_vertex_of(t), t0, 0, c0, SG_NOT_WAITING);
         sg_sampler_stop();
         sg_write_profile(NULL, SG_FLAG_ABORT);
     }

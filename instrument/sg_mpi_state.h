@@ -40,14 +40,16 @@ void sg_p2p_dep(struct sg_thread *t, uint32_t v, int kind, int peer, int tag, MP
 void sg_coll_dep(struct sg_thread *t, uint32_t v, MPI_Comm comm, int64_t bytes, uint64_t wait_ns) SG_HIDDEN;
 
 /* Wrapper skeleton: inside another wrapper (an MPI library calling MPI_* internally) go straight
- * to PMPI; otherwise resolve the vertex, time the call and charge it. */
+ * to PMPI; otherwise resolve the vertex, time the call and charge it, with the computation since the
+ * thread's previous MPI call (sg_mpi_enter/sg_mpi_leave). */
 #define SG_BEGIN(pmpi_call)                                                                       \
     struct sg_thread *t_ = sg_thread_self();                                                      \
     if (t_->in_mpi)                                                                               \
         return pmpi_call;                                                                         \
     t_->in_mpi = 1;                                                                               \
     uint32_t v_ = sg_vertex_of(t_);                                                               \
-    uint64_t t0_ = sg_now_ns();                                                                   \
+    uint64_t t0_;                                                                                 \
+    uint64_t c0_ = sg_mpi_enter(t_, &t0_);                                                        \
     int rc_ = pmpi_call;                                                                          \
     uint64_t dt_ = sg_now_ns() - t0_;                                                             \
     (void)dt_;                                                                                    \
@@ -58,7 +60,7 @@ void sg_coll_dep(struct sg_thread *t, uint32_t v, MPI_Comm comm, int64_t bytes, 
 #define SG_END(waiting)                                                                           \
     if (sg_trace_on)                                                                              \
         sg_trace_mpi_exit(t_);                                                                    \
-    sg_record_mpi(v_, dt_, waiting);                                                              \
+    sg_mpi_leave(t_, v_, t0_, dt_, c0_, waiting);                                                 \
     t_->in_mpi = 0;                                                                               \
     return rc_;
 

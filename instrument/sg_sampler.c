@@ -1,13 +1,24 @@
-/* SIGPROF sampler (setitimer ITIMER_PROF) and optional perf_event_open software/hardware counters.
- * The handler only reads the current vertex and adds to preallocated arrays (async-signal-safe). */
+/* Samplers and optional perf_event_open counters.
+ * Default sampler: one perf_event task-clock event per thread (an hrtimer on the thread's own CPU
+ * time, so samples are spread evenly over the CPU time, whatever the kernel tick does); its overflow
+ * sends a real-time signal to that thread (F_SETOWN_EX/F_SETSIG), re-armed with REFRESH in the handler.
+ * Fallback where perf events are not allowed (or SCALGRAPH_SAMPLER=itimer): setitimer(ITIMER_PROF),
+ * which is tick-driven and biased, with its delivered rate measured and recorded.
+ * Either way each sample is charged the CPU time since the previous one (thread CPU for task-clock,
+ * process CPU for itimer), not 1/hz.  The handlers only read clocks and add to preallocated arrays. */
+#define _GNU_SOURCE   /* F_SETSIG, F_SETOWN_EX, sched_getaffinity */
 #include "sg_internal.h"
 #include "sg_trace.h"
 #include <errno.h>
+#include <fcntl.h>
 #include <linux/perf_event.h>
+#include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/syscall.h>
 #include <sys/time.h>
 #include <unistd.h>
@@ -36,7 +47,6 @@ static int counter_fd_[SG_MAX_COUNTERS];
 static uint64_t counter_last_[SG_MAX_COUNTERS];
 static char counter_names_[SG_MAX_COUNTERS][SG_NAME_LEN];
 static uint32_t ncounters_;
-static int running_;
 
 double sg_env_number(const char *name, double fallback, double lo, double hi) {
     const char *text = getenv(name);
@@ -55,15 +65,21 @@ double sg_env_number(const char *name, double fallback, double lo, double hi) {
 uint32_t sg_counter_count(void) { return ncounters_; }
 const char *sg_counter_name(uint32_t i) { return counter_names_[i]; }
 
-void sg_sample_now(void) {
-    uint32_t nv = sg_nvertices();
-    uint32_t v = sg_vertex_of(sg_thread_peek());
-    uint64_t *samples = __atomic_load_n(&sg_samples, __ATOMIC_ACQUIRE);
-    if (v >= nv || samples == NULL)
-        v = 0;
-    __atomic_fetch_add(&samples[v], 1, __ATOMIC_RELAXED);
+static volatile int running_;
+static int signo_, itimer_forced_, perf_errno_ = -1;
+static uint64_t period_ns_, nsamples_, proc_cpu_start_, proc_last_;
+static pthread_key_t key_;
+static int key_ok_;
+
+static inline uint64_t process_cpu_ns(void) { return sg_cpu_clock_ns(CLOCK_PROCESS_CPUTIME_ID); }
+
+/* one sample on thread t (NULL: unknown thread, charged to the root), charged cpu_ns */
+static void sample(struct sg_thread *t, uint64_t cpu_ns) {
+    uint32_t v = sg_add_sample(sg_vertex_of(t), cpu_ns);
+    __atomic_fetch_add(&nsamples_, 1, __ATOMIC_RELAXED);
     if (sg_trace_on)
-        sg_trace_sample(sg_thread_peek(), v);
+        sg_trace_sample(t, v);
+    uint32_t nv = sg_nvertices();
     for (uint32_t i = 0; i < ncounters_; i++) {
         uint64_t val;
         if (read(counter_fd_[i], &val, sizeof val) != (ssize_t)sizeof val)
@@ -73,12 +89,48 @@ void sg_sample_now(void) {
     }
 }
 
+/* CPU time of thread t since its previous sample, less its MPI calls' (sg_mpi_leave moves the base) */
+static uint64_t thread_cpu_since_sample(struct sg_thread *t) {
+    uint64_t now = sg_thread_cpu_ns();
+    uint64_t before = __atomic_exchange_n(&t->sample_cpu, now, __ATOMIC_RELAXED);
+    return now > before ? now - before : 0;
+}
+
+void sg_sample_now(void) {
+    struct sg_thread *t = sg_thread_peek();
+    sample(t, (t != NULL && t->tracked) ? thread_cpu_since_sample(t) : 0);
+}
+
+void sg_sample_charge(uint64_t cpu_ns) { sample(sg_thread_peek(), cpu_ns); }
+
+/* The task-clock event of this thread overflowed (si_code POLL_IN/POLL_HUP from the kernel, si_fd
+ * its fd; anything else, e.g. a kill(2) of the same signal, is ignored).  REFRESH arms it for one
+ * more overflow. */
+static void on_task_clock(int sig, siginfo_t *si, void *uc) {
+    (void)sig; (void)uc;
+    int saved = errno;
+    struct sg_thread *t = sg_thread_peek();
+    int fd = si->si_fd;
+    if (si->si_code > 0 && t != NULL && fd >= 0 && fd == __atomic_load_n(&t->perf_fd, __ATOMIC_ACQUIRE) &&
+        running_) {
+        sample(t, thread_cpu_since_sample(t));
+        ioctl(fd, PERF_EVENT_IOC_REFRESH, 1);
+    }
+    errno = saved;
+}
+
 static void on_sigprof(int sig, siginfo_t *info, void *uc) {
     (void)sig; (void)info; (void)uc;
     int saved = errno;
-    sg_sample_now();
+    if (running_) {
+        uint64_t now = process_cpu_ns();
+        uint64_t before = __atomic_exchange_n(&proc_last_, now, __ATOMIC_RELAXED);
+        sample(sg_thread_peek(), now > before ? now - before : 0);
+    }
     errno = saved;
 }
+
+/* ---- counters ---- */
 
 static int open_counter(const struct counter_kind *k) {
     struct perf_event_attr a;
@@ -129,6 +181,134 @@ static void open_counters(void) {
     }
 }
 
+/* ---- task-clock sampler ---- */
+
+static int open_task_clock(void) {
+    struct perf_event_attr a;
+    memset(&a, 0, sizeof a);
+    a.size = sizeof a;
+    a.type = PERF_TYPE_SOFTWARE;
+    a.config = PERF_COUNT_SW_TASK_CLOCK;
+    a.disabled = 1;
+    a.exclude_kernel = 1;   /* allowed at perf_event_paranoid 2; overflows only in user mode, so the signal
+                               never interrupts a system call (the kernel part still counts, in the charge) */
+    a.exclude_hv = 1;
+    a.sample_period = period_ns_;
+    return (int)syscall(SYS_perf_event_open, &a, 0, -1, -1, PERF_FLAG_FD_CLOEXEC);
+}
+
+/* Route fd's overflows to this thread as signo_ and start it; 0 on success.  The signal settings
+ * come before O_ASYNC: with O_ASYNC alone the kernel would send SIGIO (which terminates). */
+static int arm_task_clock(struct sg_thread *t, int fd) {
+    struct f_owner_ex owner = {F_OWNER_TID, (pid_t)syscall(SYS_gettid)};
+    if (fcntl(fd, F_SETSIG, signo_) != 0 || fcntl(fd, F_SETOWN_EX, &owner) != 0 ||
+        fcntl(fd, F_SETFL, O_ASYNC) != 0)
+        return -1;
+    t->sample_cpu = sg_thread_cpu_ns();
+    __atomic_store_n(&t->perf_fd, fd, __ATOMIC_RELEASE);
+    if (ioctl(fd, PERF_EVENT_IOC_REFRESH, 1) != 0) {
+        __atomic_store_n(&t->perf_fd, -1, __ATOMIC_RELEASE);
+        return -1;
+    }
+    if (key_ok_)
+        pthread_setspecific(key_, t);   /* so that thread_gone closes it */
+    return 0;
+}
+
+/* pthread key destructor: the thread exits, its event goes with it */
+static void thread_gone(void *arg) {
+    struct sg_thread *t = arg;
+    int fd = __atomic_exchange_n(&t->perf_fd, -1, __ATOMIC_ACQ_REL);
+    if (fd < 0)
+        return;
+    ioctl(fd, PERF_EVENT_IOC_DISABLE, 0);
+    close(fd);
+}
+
+/* A thread got its slot: it gets its own event (a few system calls, once per thread). */
+void sg_sampler_thread_start(struct sg_thread *t) {
+    if (!running_ || sg_run.sampler != SG_SAMPLER_TASK_CLOCK || (sg_run.pid && sg_run.pid != (int)getpid()))
+        return;
+    int fd = open_task_clock();
+    if (fd >= 0 && arm_task_clock(t, fd) != 0)
+        close(fd);
+}
+
+static int signal_is_free(int s, const sigset_t *blocked) {
+    struct sigaction old;
+    return sigaction(s, NULL, &old) == 0 && !(old.sa_flags & SA_SIGINFO) && old.sa_handler == SIG_DFL &&
+           !sigismember(blocked, s);
+}
+
+/* A real-time signal nobody handles or blocks yet: from the middle of the range outwards, since
+ * programs and libraries that use real-time signals take them from either end. */
+static int choose_signal(void) {
+    sigset_t blocked;
+    pthread_sigmask(SIG_BLOCK, NULL, &blocked);
+    int lo = SIGRTMIN + 2, hi = SIGRTMAX - 2, mid = (lo + hi) / 2;
+    for (int i = 0; i <= 2 * (hi - lo); i++) {
+        int s = mid + ((i & 1) ? (i + 1) / 2 : -(i / 2));
+        if (s >= lo && s <= hi && signal_is_free(s, &blocked))
+            return s;
+    }
+    return -1;
+}
+
+static int start_task_clock(double hz) {
+    period_ns_ = (uint64_t)(1e9 / hz);
+    struct sg_thread *self = sg_thread_self();   /* before running_: the slot must not open a second event */
+    int fd = open_task_clock();
+    if (fd < 0) {
+        perf_errno_ = errno;
+        return -1;
+    }
+    signo_ = choose_signal();
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_sigaction = on_task_clock;
+    sa.sa_flags = SA_SIGINFO | SA_RESTART | SA_ONSTACK;
+    sigemptyset(&sa.sa_mask);
+    if (signo_ < 0 || !self->tracked || sigaction(signo_, &sa, NULL) != 0) {
+        perf_errno_ = 0;
+        close(fd);
+        return -1;
+    }
+    key_ok_ = pthread_key_create(&key_, thread_gone) == 0;
+    sg_run.sampler = SG_SAMPLER_TASK_CLOCK;
+    sg_run.signo = signo_;
+    running_ = 1;
+    if (arm_task_clock(self, fd) != 0) {
+        perf_errno_ = errno;
+        running_ = 0;
+        sg_run.sampler = SG_SAMPLER_OFF;
+        sg_run.signo = 0;
+        close(fd);
+        signal(signo_, SIG_DFL);
+        return -1;
+    }
+    return 0;
+}
+
+/* Every thread's event stops; the caller's own is closed, the others close at their thread's exit
+ * (closing them here could race with their handlers).  No stdio: this also runs in the SIGTERM handler. */
+static void stop_task_clock(void) {
+    struct sg_thread *self = sg_thread_peek();
+    for (uint32_t i = 0; i < SG_MAX_THREADS; i++) {
+        struct sg_thread *t = sg_thread_slot(i);
+        int fd = t != NULL ? __atomic_load_n(&t->perf_fd, __ATOMIC_ACQUIRE) : -1;
+        if (fd < 0)
+            continue;
+        ioctl(fd, PERF_EVENT_IOC_DISABLE, 0);
+        if (t == self && __atomic_exchange_n(&t->perf_fd, -1, __ATOMIC_ACQ_REL) == fd)
+            close(fd);
+    }
+    struct sigaction cur;   /* our handler stays installed: a signal still pending finds it */
+    if (sigaction(signo_, NULL, &cur) == 0 && (!(cur.sa_flags & SA_SIGINFO) || cur.sa_sigaction != on_task_clock))
+        sg_run.sampling_off = 1;   /* the program took the signal over */
+}
+
+/* ---- ITIMER_PROF fallback ---- */
+
 static int program_owns_sigprof(void) {
     struct sigaction old;
     struct itimerval cur;
@@ -143,15 +323,7 @@ static int program_owns_sigprof(void) {
     return 0;
 }
 
-void sg_sampler_start(void) {
-    double hz = sg_env_number("SCALGRAPH_HZ", 200.0, 0.0, 1e6);
-    open_counters();
-    if (!(hz > 0)) {
-        sg_run.hz = 0;
-        return;
-    }
-    if (hz > 1000)
-        hz = 1000;   /* the kernel tick caps ITIMER_PROF near 250 Hz anyway */
+static void start_itimer(double hz) {
     if (program_owns_sigprof()) {
         sg_run.sampling_off = 1;
         sg_run.hz = 0;
@@ -166,18 +338,18 @@ void sg_sampler_start(void) {
     if (sigaction(SIGPROF, &sa, NULL) != 0)
         return;
     long usec = (long)(1e6 / hz);
+    if (usec < 1)
+        usec = 1;
     struct itimerval it = {{usec / 1000000, usec % 1000000}, {usec / 1000000, usec % 1000000}};
-    if (setitimer(ITIMER_PROF, &it, NULL) != 0)
-        return;
-    sg_run.hz = 1e6 / (double)usec;
+    sg_run.sampler = SG_SAMPLER_ITIMER;
     running_ = 1;
+    if (setitimer(ITIMER_PROF, &it, NULL) != 0) {
+        running_ = 0;
+        sg_run.sampler = SG_SAMPLER_OFF;
+    }
 }
 
-/* Called on every way out; also from the SIGTERM handler, so no stdio here. */
-void sg_sampler_stop(void) {
-    if (!running_)
-        return;
-    running_ = 0;
+static void stop_itimer(void) {
     struct sigaction cur;
     if (sigaction(SIGPROF, NULL, &cur) == 0 &&
         (!(cur.sa_flags & SA_SIGINFO) || cur.sa_sigaction != on_sigprof)) {
@@ -186,4 +358,67 @@ void sg_sampler_stop(void) {
     }
     struct itimerval off = {{0, 0}, {0, 0}};
     setitimer(ITIMER_PROF, &off, NULL);
+}
+
+/* SCALGRAPH_HZ (default 1000, at most 10000, 0 = off); SCALGRAPH_SAMPLER=itimer forces the fallback. */
+void sg_sampler_start(void) {
+    double hz = sg_env_number("SCALGRAPH_HZ", 1000.0, 0.0, 10000.0);
+    open_counters();
+    sg_run.sampler = SG_SAMPLER_OFF;
+    sg_run.hz = 0;
+    if (!(hz > 0))
+        return;
+    const char *want = getenv("SCALGRAPH_SAMPLER");
+    if (want != NULL && *want != 0) {
+        itimer_forced_ = strcmp(want, "itimer") == 0;
+        if (!itimer_forced_ && strcmp(want, "task-clock") != 0)
+            fprintf(stderr, "scalgraph: SCALGRAPH_SAMPLER='%s' is not task-clock or itimer; using task-clock\n",
+                    want);
+    }
+    sg_run.hz = hz;
+    proc_cpu_start_ = proc_last_ = process_cpu_ns();
+    if (!itimer_forced_ && start_task_clock(hz) == 0)
+        return;
+    start_itimer(hz);
+}
+
+/* Called on every way out; also from the SIGTERM handler, so no stdio here.  A forked child leaves
+ * the parent's events alone (it inherited their fds). */
+void sg_sampler_stop(void) {
+    if (!running_ || (sg_run.pid && sg_run.pid != (int)getpid()))
+        return;
+    running_ = 0;
+    uint64_t cpu = process_cpu_ns() - proc_cpu_start_;
+    sg_run.sampled_cpu = 1e-9 * (double)cpu;
+    sg_run.hz_delivered = cpu > 0 ? (double)__atomic_load_n(&nsamples_, __ATOMIC_RELAXED) / sg_run.sampled_cpu : 0;
+    if (sg_run.sampler == SG_SAMPLER_TASK_CLOCK)
+        stop_task_clock();
+    else
+        stop_itimer();
+}
+
+/* One line for rank 0 at MPI_Init when perf events were refused and the biased fallback runs. */
+void sg_sampler_report(int rank) {
+    if (rank != 0 || sg_run.sampler != SG_SAMPLER_ITIMER || itimer_forced_)
+        return;
+    fprintf(stderr, "scalgraph: perf events are not available here (%s); sampling falls back to ITIMER_PROF, "
+                    "which is tick-driven and biased (see perf_event_paranoid, seccomp)\n",
+            perf_errno_ > 0 ? strerror(perf_errno_) : "no free real-time signal");
+}
+
+const char *sg_sampler_stop_note(void) {
+    static char note[160];
+    if (sg_run.sampler == SG_SAMPLER_TASK_CLOCK)
+        snprintf(note, sizeof note, "the program installed its own handler for signal %d (SIGRTMIN+%d), "
+                 "scalgraph's sampling signal", signo_, signo_ - SIGRTMIN);
+    else
+        snprintf(note, sizeof note, "the program installed its own SIGPROF handler");
+    return note;
+}
+
+uint32_t sg_affinity_cores(void) {
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) != 0)
+        return 0;
+    return (uint32_t)CPU_COUNT(&set);
 }

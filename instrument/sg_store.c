@@ -12,10 +12,10 @@ enum { SG_DEP_SLOTS = 1 << 14, SG_MAX_COMMS = 1024, SG_MAX_MEMBERS = 1 << 18 };
 struct sg_run sg_run = {.rank = 0, .nranks = 1, .hz = 0, .comm_sample = 1.0};
 
 /* before the tables register (constructors) everything goes to the root vertex */
-static uint64_t root_samples_[1], root_calls_[1], root_time_[1], root_wait_[1],
-    root_counters_[SG_MAX_COUNTERS];
-uint64_t *sg_samples = root_samples_, *sg_calls = root_calls_, *sg_time_ns = root_time_,
-         *sg_wait_ns = root_wait_, *sg_counter_vals = root_counters_;
+static uint64_t root_arrays_[SG_VERTEX_ARRAYS], root_counters_[SG_MAX_COUNTERS];
+uint64_t *sg_samples = &root_arrays_[0], *sg_calls = &root_arrays_[1], *sg_time_ns = &root_arrays_[2],
+         *sg_wait_ns = &root_arrays_[3], *sg_sample_ns = &root_arrays_[4], *sg_comp_wall_ns = &root_arrays_[5],
+         *sg_comp_cpu_ns = &root_arrays_[6], *sg_mpi_cpu_ns = &root_arrays_[7], *sg_counter_vals = root_counters_;
 static uint32_t store_nv_ = 1;
 uint64_t sg_deps_dropped;
 
@@ -28,18 +28,17 @@ void sg_store_resize(uint32_t nv) {
     if (nv <= store_nv_)
         return;
     size_t n = nv;
-    uint64_t *block = zeroed(n * sizeof(uint64_t) * (4 + SG_MAX_COUNTERS));
+    uint64_t *block = zeroed(n * sizeof(uint64_t) * (SG_VERTEX_ARRAYS + SG_MAX_COUNTERS));
     if (block == NULL)
         return;   /* keep charging everything to the root */
-    uint64_t *ctr = block + 4 * n;
-    /* keep what the root got so far */
-    block[0] = sg_samples[0]; block[n] = sg_calls[0]; block[2 * n] = sg_time_ns[0];
-    block[3 * n] = sg_wait_ns[0];
-    sg_counter_vals = ctr;
-    sg_time_ns = block + 2 * n;
-    sg_wait_ns = block + 3 * n;
-    sg_calls = block + n;
-    __atomic_store_n(&sg_samples, block, __ATOMIC_RELEASE);
+    uint64_t **arrays[SG_VERTEX_ARRAYS] = {&sg_samples, &sg_calls, &sg_time_ns, &sg_wait_ns, &sg_sample_ns,
+                                           &sg_comp_wall_ns, &sg_comp_cpu_ns, &sg_mpi_cpu_ns};
+    for (int i = 0; i < SG_VERTEX_ARRAYS; i++)
+        block[i * n] = (*arrays[i])[0];   /* keep what the root got so far */
+    sg_counter_vals = block + SG_VERTEX_ARRAYS * n;
+    for (int i = SG_VERTEX_ARRAYS - 1; i >= 1; i--)
+        *arrays[i] = block + i * n;
+    __atomic_store_n(&sg_samples, block, __ATOMIC_RELEASE);   /* last: the signal handler checks it */
     __atomic_store_n(&store_nv_, nv, __ATOMIC_RELEASE);
 }
 
@@ -87,7 +86,14 @@ void sg_core_init(int32_t rank, int32_t nranks) {
     sg_run.initialized = 1;
 }
 
-static inline uint32_t clamp_vertex(uint32_t v) { return v < store_nv_ ? v : 0; }
+static inline uint32_t clamp_vertex(uint32_t v) { return v < __atomic_load_n(&store_nv_, __ATOMIC_ACQUIRE) ? v : 0; }
+
+uint32_t sg_add_sample(uint32_t vertex, uint64_t cpu_ns) {
+    vertex = clamp_vertex(vertex);   /* loads store_nv_ first: the arrays it covers are in place */
+    __atomic_fetch_add(&sg_samples[vertex], 1, __ATOMIC_RELAXED);
+    __atomic_fetch_add(&sg_sample_ns[vertex], cpu_ns, __ATOMIC_RELAXED);
+    return vertex;
+}
 
 void sg_record_mpi(uint32_t vertex, uint64_t ns, int waiting) {
     vertex = clamp_vertex(vertex);
@@ -99,6 +105,61 @@ void sg_record_mpi(uint32_t vertex, uint64_t ns, int waiting) {
 
 void sg_add_time(uint32_t vertex, uint64_t ns) {
     __atomic_fetch_add(&sg_time_ns[clamp_vertex(vertex)], ns, __ATOMIC_RELAXED);
+}
+
+void sg_record_comp(uint32_t vertex, uint64_t comp_wall_ns, uint64_t comp_cpu_ns, uint64_t mpi_cpu_ns) {
+    vertex = clamp_vertex(vertex);
+    __atomic_fetch_add(&sg_comp_wall_ns[vertex], comp_wall_ns, __ATOMIC_RELAXED);
+    __atomic_fetch_add(&sg_comp_cpu_ns[vertex], comp_cpu_ns, __ATOMIC_RELAXED);
+    __atomic_fetch_add(&sg_mpi_cpu_ns[vertex], mpi_cpu_ns, __ATOMIC_RELAXED);
+}
+
+/* The next sample is charged the thread's CPU time since its previous sample, minus what this MPI
+ * call used [cpu0, cpu1]: the MPI time is measured exactly, and in a call that polls in the kernel
+ * (where task-clock overflows are skipped) it would otherwise land on the computation after it.
+ * Compare-and-swap: the sampling handler on this thread may move the base meanwhile. */
+static void skip_in_sample_base(struct sg_thread *t, uint64_t cpu0, uint64_t cpu1) {
+    uint64_t base = __atomic_load_n(&t->sample_cpu, __ATOMIC_RELAXED), want;
+    do {
+        uint64_t from = base > cpu0 ? base : cpu0;
+        if (cpu1 <= from)
+            return;
+        want = base + (cpu1 - from);
+    } while (!__atomic_compare_exchange_n(&t->sample_cpu, &base, want, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED));
+}
+
+uint64_t sg_mpi_enter(struct sg_thread *t, uint64_t *t0) {
+    uint64_t now = sg_now_ns();
+    if (!t->tracked || now - t->mpi_end_wall < SG_CPU_READ_MIN_NS) {
+        *t0 = now;
+        return t->mpi_end_cpu + (now - t->mpi_end_wall);
+    }
+    uint64_t cpu = sg_thread_cpu_ns();
+    *t0 = sg_now_ns();
+    return cpu;
+}
+
+/* Charges the computation that ended at t0 (since the thread's previous call returned) and the CPU
+ * time of this call to `vertex`. Clamped so that extrapolated CPU never runs ahead of the clock. */
+void sg_mpi_leave(struct sg_thread *t, uint32_t vertex, uint64_t t0, uint64_t dt, uint64_t cpu0, int waiting) {
+    sg_record_mpi(vertex, dt, waiting);
+    if (!t->tracked)
+        return;   /* the shared slot of threads beyond the pool: no per-thread clocks */
+    uint64_t end = t0 + dt, cpu1 = cpu0 + dt;
+    if (dt >= SG_CPU_READ_MIN_NS) {
+        cpu1 = sg_thread_cpu_ns();
+        end = sg_now_ns();   /* the clock read is the shim's, not the next computation's */
+    }
+    if (cpu1 < cpu0)
+        cpu1 = cpu0;
+    uint64_t comp_wall = t0 > t->mpi_end_wall ? t0 - t->mpi_end_wall : 0;
+    uint64_t comp_cpu = cpu0 > t->mpi_end_cpu ? cpu0 - t->mpi_end_cpu : 0;
+    if (comp_cpu > comp_wall)
+        comp_cpu = comp_wall;   /* an extrapolated point ran ahead: CPU time cannot exceed wall time */
+    sg_record_comp(vertex, comp_wall, comp_cpu, cpu1 - cpu0);
+    t->mpi_end_wall = end;
+    t->mpi_end_cpu = cpu1;
+    skip_in_sample_base(t, cpu0, cpu1);
 }
 
 /* ---- dependence table: open addressing, linear probing, one spin lock ---- */

@@ -130,7 +130,13 @@ static void fill_header(struct sg_file_header *h, uint32_t flags, uint32_t nv, u
     memcpy(h->mpi_library, sg_run.mpi_library, sizeof h->mpi_library - 1);
     for (uint32_t i = 0; i < h->ncounters; i++)
         strncpy(h->counter_names[i], sg_counter_name(i), SG_NAME_LEN - 1);
-    h->file_size = sizeof *h + (uint64_t)nv * 8 * (4 + h->ncounters) +
+    h->sampler = sg_run.sampler;
+    h->signo = sg_run.sampler == SG_SAMPLER_TASK_CLOCK ? sg_run.signo : 0;
+    h->cores = sg_run.cores;
+    h->ranks_on_host = sg_run.ranks_on_host;
+    h->hz_delivered = sg_run.hz_delivered;
+    h->sampled_cpu = sg_run.sampled_cpu;
+    h->file_size = sizeof *h + (uint64_t)nv * 8 * (SG_VERTEX_ARRAYS + h->ncounters) +
                    (uint64_t)ndeps * sizeof(struct sg_dep_record) +
                    (uint64_t)h->ncomms * sizeof(struct sg_comm_record) + (uint64_t)h->nmembers * 4;
 }
@@ -177,6 +183,10 @@ int sg_write_profile(const char *dir, uint32_t flags) {
     out_put(o, sg_time_ns, (size_t)nv * 8);
     out_put(o, sg_wait_ns, (size_t)nv * 8);
     out_put(o, sg_counter_vals, (size_t)nv * 8 * h.ncounters);
+    out_put(o, sg_sample_ns, (size_t)nv * 8);
+    out_put(o, sg_comp_wall_ns, (size_t)nv * 8);
+    out_put(o, sg_comp_cpu_ns, (size_t)nv * 8);
+    out_put(o, sg_mpi_cpu_ns, (size_t)nv * 8);
     out_put(o, dep_buf_, (size_t)ndeps * sizeof(struct sg_dep_record));
     for (uint32_t c = 0; c < h.ncomms; c++) {
         struct sg_comm_record r = sg_comm_records()[c];
@@ -247,6 +257,7 @@ __attribute__((constructor)) static void sg_start(void) {
     sg_run.pid = (int)getpid();
     sg_run.start_time = sg_wall_seconds();
     gethostname(sg_run.host, sizeof sg_run.host - 1);
+    sg_run.cores = sg_affinity_cores();
     sg_run.comm_sample = sg_env_number("SCALGRAPH_COMM_SAMPLE", 1.0, 0.0, 1.0);
     sg_thread_self();   /* the main thread gets pool slot 0 */
     sg_timer_calibrate();   /* first point; MPI_Init takes the second */

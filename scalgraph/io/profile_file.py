@@ -13,7 +13,10 @@ from scalgraph.errors import UserError
 from scalgraph.model.profile import DEP_DTYPE, RunProfile
 
 MAGIC = b"SGPROF\0\0"
-VERSION = 1
+VERSION = 2
+SAMPLERS = ("off", "task-clock", "itimer")   # sg_file_header.sampler (SG_SAMPLER_*)
+VERTEX_ARRAYS = ("samples", "calls", "time_ns", "wait_ns")            # before the counters
+VERTEX_ARRAYS_2 = ("sample_ns", "comp_wall_ns", "comp_cpu_ns", "mpi_cpu_ns")   # after them (format 2)
 FLAG_FINALIZED, FLAG_AT_EXIT, FLAG_SIGTERM, FLAG_ABORT, FLAG_SAMPLING_OFF, FLAG_DEPS_DROPPED, FLAG_TSC = (
     1, 2, 4, 8, 16, 32, 64)
 WRITTEN_BY = ((FLAG_FINALIZED, "finalize"), (FLAG_AT_EXIT, "exit"), (FLAG_SIGTERM, "sigterm"),
@@ -27,7 +30,8 @@ HEADER_DTYPE = np.dtype([
     ("deps_dropped", "<u8"), ("hz", "<f8"), ("comm_sample", "<f8"), ("start_time", "<f8"),
     ("end_time", "<f8"), ("clock_offset_init", "<f8"), ("clock_offset_final", "<f8"),
     ("clock_rtt_init", "<f8"), ("clock_rtt_final", "<f8"), ("psg_hash", "S32"), ("host", "S64"),
-    ("mpi_library", "S256"), ("counter_names", "S32", (4,)),
+    ("mpi_library", "S256"), ("counter_names", "S32", (4,)), ("sampler", "<u4"), ("signo", "<i4"),
+    ("cores", "<u4"), ("ranks_on_host", "<u4"), ("hz_delivered", "<f8"), ("sampled_cpu", "<f8"),
 ])
 COMM_DTYPE = np.dtype([("id", "<i4"), ("size", "<i4"), ("offset", "<u4"), ("reserved", "<u4")])
 _CHECKSUM_AT = HEADER_DTYPE.fields["checksum"][1]
@@ -43,12 +47,16 @@ def read_rank_file(path) -> dict:
         raise UserError(f"cannot read profile {path}: {e.strerror}") from None
     if data[:8] != MAGIC:
         raise UserError(f"{path} is not a scalgraph profile (wrong magic); remove it and rerun the program")
+    version = int.from_bytes(data[8:12], "little") if len(data) >= 12 else VERSION
+    if version != VERSION:   # checked first: an older header is shorter
+        raise UserError(f"{path} has profile format version {version}; this scalgraph reads "
+                        f"version {VERSION}: rerun the program with this scalgraph's shim")
     if len(data) < HEADER_DTYPE.itemsize:
         raise UserError(f"{path} is truncated ({len(data)} bytes, shorter than its header); rerun the program")
     h = np.frombuffer(data, HEADER_DTYPE, count=1)[0]
-    if int(h["version"]) != VERSION or int(h["header_size"]) != HEADER_DTYPE.itemsize:
-        raise UserError(f"{path} has profile format version {int(h['version'])}; this scalgraph reads "
-                        f"version {VERSION}: rerun the program with this scalgraph's shim")
+    if int(h["header_size"]) != HEADER_DTYPE.itemsize:
+        raise UserError(f"{path} has a header of {int(h['header_size'])} bytes, not {HEADER_DTYPE.itemsize} as "
+                        f"format version {VERSION} says; rerun the program with this scalgraph's shim")
     if int(h["file_size"]) != len(data):
         raise UserError(f"{path} is truncated ({len(data)} of {int(h['file_size'])} bytes); rerun the program")
     zeroed = data[:_CHECKSUM_AT] + bytes(8) + data[_CHECKSUM_AT + 8:]
@@ -56,7 +64,7 @@ def read_rank_file(path) -> dict:
         raise UserError(f"{path} is corrupt (checksum mismatch); rerun the program")
     nv, nc = int(h["nvertices"]), int(h["ncounters"])
     nd, ncm, nm = int(h["ndeps"]), int(h["ncomms"]), int(h["nmembers"])
-    expected = (HEADER_DTYPE.itemsize + nv * 8 * (4 + nc) + nd * DEP_DTYPE.itemsize
+    expected = (HEADER_DTYPE.itemsize + nv * 8 * (len(VERTEX_ARRAYS + VERTEX_ARRAYS_2) + nc) + nd * DEP_DTYPE.itemsize
                 + ncm * COMM_DTYPE.itemsize + nm * 4)
     if expected != len(data):
         raise UserError(f"{path} is inconsistent (its counts do not add up to its size); rerun the program")
@@ -72,14 +80,15 @@ def read_rank_file(path) -> dict:
     rec = {k: (v.decode(errors="replace").rstrip("\0") if isinstance(v, bytes) else v.item())
            for k, v in rec.items()}
     rec["counter_names"] = [n.decode(errors="replace").rstrip("\0") for n in h["counter_names"][:nc]]
-    rec["samples"] = take("<u8", nv)
-    rec["calls"] = take("<u8", nv)
-    rec["time_ns"] = take("<u8", nv)
-    rec["wait_ns"] = take("<u8", nv)
+    for name in VERTEX_ARRAYS:
+        rec[name] = take("<u8", nv)
     rec["counters"] = take("<u8", nv * nc).reshape(nc, nv)
+    for name in VERTEX_ARRAYS_2:
+        rec[name] = take("<u8", nv)
     rec["deps"] = take(DEP_DTYPE, nd)
     rec["comms"] = take(COMM_DTYPE, ncm)
     rec["members"] = take("<i4", nm)
+    rec["sampler_name"] = SAMPLERS[rec["sampler"]] if rec["sampler"] < len(SAMPLERS) else "unknown"
     rec["path"] = str(path)
     return rec
 
@@ -121,12 +130,11 @@ def read_run(directory) -> RunProfile:
 
     samples, calls = stack("samples", "i8"), stack("calls", "i8")
     mpi_time, wait = stack("time_ns", "f8") * 1e-9, stack("wait_ns", "f8") * 1e-9
-    hz = np.zeros(nranks)
-    for rec in recs:
-        hz[rec["rank"]] = rec["hz"]
-    with np.errstate(divide="ignore", invalid="ignore"):
-        sampled = np.where(hz[:, None] > 0, samples / np.where(hz > 0, hz, 1)[:, None], 0.0)
-    time = np.where(calls > 0, mpi_time, sampled)
+    # sampled vertices: the CPU time the samples were charged (not samples/hz, which a biased or
+    # capped sampler gets wrong); MPI vertices: the exact time inside their calls
+    time = np.where(calls > 0, mpi_time, stack("sample_ns", "f8") * 1e-9)
+    comp_wall, comp_cpu = stack("comp_wall_ns", "f8") * 1e-9, stack("comp_cpu_ns", "f8") * 1e-9
+    mpi_cpu = stack("mpi_cpu_ns", "f8") * 1e-9
 
     counters: dict[str, np.ndarray] = {}
     for rec in recs:
@@ -148,9 +156,13 @@ def read_run(directory) -> RunProfile:
     by_rank = lambda key: [next((rec[key] for rec in recs if rec["rank"] == r), None)  # noqa: E731
                            for r in range(nranks)]
     flags = by_rank("flags")
+    samplers = by_rank("sampler_name")
     meta = {
         "format_version": VERSION,
-        "hz": float(max(hz)) if len(hz) else 0.0,
+        **sampler_meta(recs),
+        "samplers": samplers,
+        "cores": by_rank("cores"),
+        "ranks_on_host": by_rank("ranks_on_host"),
         "comm_sample": first["comm_sample"],
         "mpi_library": first["mpi_library"],
         "hosts": by_rank("host"),
@@ -167,4 +179,37 @@ def read_run(directory) -> RunProfile:
         "incomplete": bool(missing),
         "directory": str(directory),
     }
-    return RunProfile(nranks, nv, psg_hash, time, samples, calls, wait, deps, comm_members, counters, meta)
+    return RunProfile(nranks, nv, psg_hash, time, samples, calls, wait, deps, comm_members, counters, meta,
+                      comp_wall=comp_wall, comp_cpu=comp_cpu, mpi_cpu=mpi_cpu)
+
+
+def sampler_meta(recs: list[dict]) -> dict:
+    """meta["sampler"]: "itimer" if any rank fell back to ITIMER_PROF, else "task-clock" if any rank
+    sampled, else "off"; meta["hz"]: the delivered rate (samples per CPU second, mean over the ranks
+    that sampled); meta["hz_requested"]: the rate asked for."""
+    on = [rec for rec in recs if rec["sampler_name"] != "off"]
+    names = {rec["sampler_name"] for rec in on}
+    sampler = "itimer" if "itimer" in names else ("task-clock" if on else "off")
+    delivered = [rec["hz_delivered"] for rec in on if rec["hz_delivered"] > 0]
+    return {"sampler": sampler, "hz": float(np.mean(delivered)) if delivered else 0.0,
+            "hz_requested": float(max((rec["hz"] for rec in on), default=0.0))}
+
+
+def fallback_note(run_dirs) -> str | None:
+    """One line when the profiles of these run directories were sampled with the ITIMER_PROF fallback
+    (None otherwise; unreadable files are left to `scalgraph detect` to report)."""
+    rates = []
+    for d in run_dirs:
+        for path in sorted(pathlib.Path(d).glob("rank-*.sgp")):
+            try:
+                rec = read_rank_file(path)
+            except UserError:
+                continue
+            if rec["sampler_name"] == "itimer":
+                rates.append(rec["hz_delivered"])
+            break   # one rank per run says what the host allowed
+    if not rates:
+        return None
+    return (f"{len(rates)} run(s) sampled with the ITIMER_PROF fallback (perf events not available, or "
+            f"SCALGRAPH_SAMPLER=itimer): {np.mean(rates):.0f} samples per CPU second delivered; sampled times "
+            "are tick-biased")
