@@ -22,6 +22,11 @@ def test_json_report_has_figure3_costs(fig3_file, capsys):
     assert cli.main(["trace", str(fig3_file), "--json"]) == 0
     rep = json.loads(capsys.readouterr().out)
     causes = {c["callpath"]: (round(c["short_term"], 9), round(c["long_term"], 9)) for c in rep["delay"]["root_causes"]}
+    assert causes == {"main/g": (2.25, 1.5), "main/f": (0.75, 0.5)}       # computation only (the default)
+    assert rep["delay"]["classification"]["delays"].startswith("computation only")
+    assert cli.main(["trace", str(fig3_file), "--json", "--communication-delays"]) == 0
+    rep = json.loads(capsys.readouterr().out)
+    causes = {c["callpath"]: (round(c["short_term"], 9), round(c["long_term"], 9)) for c in rep["delay"]["root_causes"]}
     assert causes == {"main/g": (2.25, 1.125), "main/f": (0.75, 0.375), "main/MPI_Recv": (0.5, 0.0)}
     assert all(list(c["by_pattern"]) == ["Late Sender"] for c in rep["delay"]["root_causes"])
     tree = {p["key"]: p for p in rep["patterns"]}
@@ -36,13 +41,19 @@ def test_json_report_has_figure3_costs(fig3_file, capsys):
     assert (cl["direct"], cl["indirect"], cl["propagating"], cl["terminal"]) == pytest.approx((3.5, 1.5, 3.0, 2.0))
 
 
+def test_communication_delays_not_with_parallel(fig3_file, capsys):
+    assert cli.main(["trace", str(fig3_file), "--parallel", "2", "--communication-delays"]) != 0
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "--communication-delays" in err
+
+
 def test_text_report_and_binary_format(tmp_path, capsys):
     path = tmp_path / "fig3.sgt"
     write_trace(figure3().build(), path, "binary")
     assert cli.main(["trace", str(path), "--top", "2", "--no-clock-correction"]) == 0
     out = capsys.readouterr().out
     assert "Late Sender" in out and "Delay costs" in out and "Critical path" in out
-    assert "main/g" in out and "short 2.250000  long 1.125000" in out
+    assert "main/g" in out and "short 2.250000  long 1.500000" in out
 
 
 def test_otf2_round_trip_gives_the_same_costs(tmp_path, capsys):
@@ -58,7 +69,7 @@ def test_otf2_round_trip_gives_the_same_costs(tmp_path, capsys):
     assert cli.main(["trace", str(anchor), "--json"]) == 0
     rep = json.loads(capsys.readouterr().out)
     causes = {c["callpath"]: round(c["seconds"], 9) for c in rep["delay"]["root_causes"]}
-    assert causes == {"main/g": 3.375, "main/f": 1.125, "main/MPI_Recv": 0.5}
+    assert causes == {"main/g": 3.75, "main/f": 1.25}
 
 
 def test_clock_violation_is_corrected_before_replay(tmp_path, capsys):
@@ -117,3 +128,31 @@ def test_call_paths_carry_source_line_and_psg_vertex(tmp_path, capsys):
     rep = json.loads(capsys.readouterr().out)
     g = next(c for c in rep["delay"]["root_causes"] if c["callpath"] == "main/g")
     assert g["where"] == "solver.c:42 [vertex 7]" and g["vertex"] == 7
+
+
+def _fig3_with_lines(tmp_path, recv_line: int):
+    tr = figure3().build()
+    for r in tr.regions:
+        if r.name == "main":
+            r.file, r.line, r.vertex = "app.c", 10, 0
+        if r.name == "MPI_Recv":
+            r.line, r.vertex = recv_line, 12
+    path = tmp_path / f"fig3-{recv_line}.json"
+    write_trace(tr, path, "json")
+    return path
+
+
+def test_mpi_call_paths_carry_their_own_line_and_vertex(tmp_path, capsys):
+    """An MPI region at a PSG vertex (a scalgraph-recorded trace) is named by the call's own line and
+    vertex, in the file of the function around it; one without a line by its caller's place."""
+    path = _fig3_with_lines(tmp_path, 31)
+    assert cli.main(["trace", str(path), "--json"]) == 0
+    rep = json.loads(capsys.readouterr().out)
+    ls = next(p for p in rep["patterns"] if p["key"] == "late_sender")["callpaths"][0]
+    assert ls["callpath"] == "main/MPI_Recv" and ls["where"] == "app.c:31 [vertex 12]" and ls["vertex"] == 12
+    assert [i["where"] for i in rep["instances"]] == ["app.c:31 [vertex 12]"] * 2
+    assert cli.main(["trace", str(path)]) == 0
+    assert "main/MPI_Recv  app.c:31 [vertex 12]" in capsys.readouterr().out
+    assert cli.main(["trace", str(_fig3_with_lines(tmp_path, 0)), "--json"]) == 0
+    rep = json.loads(capsys.readouterr().out)
+    assert [i["where"] for i in rep["instances"]] == ["app.c:10 [vertex 0]"] * 2

@@ -61,23 +61,42 @@ TRACE_FILE = "trace.sgtrace"
 
 
 def with_trace_evidence(exp):
-    """When the largest scale was recorded with `scalgraph run --trace`, its dependence edges get the
-    exact wait-state costs of the trace replay (scalgraph/trace/evidence.py) instead of the profile's
-    blocked time.  Returns (scale -> RunProfile mapping, what was used)."""
+    """Where a scale was recorded with `scalgraph run --trace`, the trace replay's wait states give its
+    dependence edges their exact costs (who waited for whom, how long); MPI time that no pattern
+    classifies stays waiting as the profile measured it, never the call's own work
+    (scalgraph/trace/evidence.py).  Returns (scale -> RunProfile mapping, what was used)."""
     profiles = exp.profiles()
     if not exp.scales:
         return profiles, {"waiting": "profile", "note": "waiting evidence: profile (no runs)"}
-    big = exp.scales[-1]
-    trace_path = exp.run_dirs[big][0] / TRACE_FILE
-    if not trace_path.is_file():
+    traced = [p for p in exp.scales if (exp.run_dirs[p][0] / TRACE_FILE).is_file()]
+    if exp.scales[-1] not in traced:
         return profiles, {"waiting": "profile",
                           "note": "waiting evidence: the profiles' blocked time in MPI (no traces; record them "
                                   "with `scalgraph run --trace` for exact wait states)"}
+    merged, explained, kept = {}, 0.0, 0.0
+    for p in exp.scales:
+        if p not in traced:
+            merged[p] = profiles[p]
+            continue
+        merged[p], (e, k) = _traced_profile(profiles[p], exp.run_dirs[p][0] / TRACE_FILE)
+        if p == exp.scales[-1]:
+            explained, kept = e, k
+    big = exp.scales[-1]
+    trace_path = exp.run_dirs[big][0] / TRACE_FILE
+    return merged, {"waiting": "trace", "trace": str(trace_path), "scale": big, "traced_scales": traced,
+                    "wait_states": explained, "unclassified_mpi_wait": kept,
+                    "note": f"waiting evidence at p={','.join(map(str, traced))}: exact wait states from the trace "
+                            f"replay ({explained:.3g} s at p={big}, of {trace_path}); MPI time no pattern classifies "
+                            f"({kept:.3g} s) stays waiting as the profile measured it"}
+
+
+def _traced_profile(prof, trace_path):
+    """The profile with its trace's wait states; (seconds of wait states, seconds of waiting the
+    profile measured beyond them)."""
     from scalgraph.commands.trace import analyse_forward
     from scalgraph.io.trace_read import read_trace
     from scalgraph.trace.evidence import profile_with_trace_waits, waits_by_vertex
     waits = waits_by_vertex(analyse_forward(read_trace(trace_path)))
-    merged = {p: profiles[p] for p in exp.scales[:-1]}   # the smaller scales are read as before
-    merged[big] = profile_with_trace_waits(profiles[big], waits)
-    return merged, {"waiting": "trace", "trace": str(trace_path), "scale": big,
-                    "note": f"waiting evidence at p={big}: exact wait states from the trace replay of {trace_path}"}
+    out = profile_with_trace_waits(prof, waits)
+    explained = float(sum(waits.values()))
+    return out, (explained, max(float(out.wait.sum()) - explained, 0.0))

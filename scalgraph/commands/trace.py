@@ -11,6 +11,9 @@ def add_arguments(p) -> None:
     ana = p.add_argument_group("analysis")
     ana.add_argument("--no-clock-correction", action="store_true",
                      help="analyse the timestamps as recorded (default: correct clock-condition violations first)")
+    ana.add_argument("--communication-delays", action="store_true",
+                     help="also count the non-waiting part of MPI calls as delays (seed 000's accounting; "
+                          "default: only computation delays, MPI time no pattern classifies is communication)")
     ana.add_argument("--parallel", type=int, default=0, metavar="N",
                      help="replay with N analysis processes over MPI (mpi4py); applies measured clock offsets "
                           "but not the controlled logical clock")
@@ -29,7 +32,8 @@ def analyse_forward(trace, clock_correction: bool = True):
     return forward.forward_replay(forward.build_context(trace))
 
 
-def analyse(trace, clock_correction: bool = True, top: int = 10, source: str = "") -> dict:
+def analyse(trace, clock_correction: bool = True, top: int = 10, source: str = "",
+            communication: bool = False) -> dict:
     from scalgraph.trace import critical_path, delay, forward, report
     clock = ""
     if clock_correction:
@@ -37,8 +41,8 @@ def analyse(trace, clock_correction: bool = True, top: int = 10, source: str = "
         trace, rep = correct_clocks(trace)
         clock = rep.summary()
     fwd = forward.forward_replay(forward.build_context(trace))
-    return report.build_report(fwd, delay.delay_analysis(fwd), critical_path.critical_path(fwd), top=top,
-                               clock=clock, source=source)
+    return report.build_report(fwd, delay.delay_analysis(fwd, communication), critical_path.critical_path(fwd),
+                               top=top, clock=clock, source=source, communication=communication)
 
 
 def _run_trace(path: str) -> str:
@@ -54,11 +58,14 @@ def run(args) -> int:
     from scalgraph.trace import report
     if args.top < 1:
         raise UserError(f"--top must be at least 1 (got {args.top})")
+    if args.parallel and args.communication_delays:
+        raise UserError("--communication-delays is not available with --parallel; run the serial replay")
     if args.parallel:
         from scalgraph.trace.parallel import launch
         return launch(args.parallel, _run_trace(str(args.trace)), top=args.top, as_json=args.json)
     trace = read_trace(_run_trace(args.trace))
-    result = analyse(trace, clock_correction=not args.no_clock_correction, top=args.top, source=str(args.trace))
+    result = analyse(trace, clock_correction=not args.no_clock_correction, top=args.top, source=str(args.trace),
+                     communication=args.communication_delays)
     if args.json:
         report.write_json(result, sys.stdout)
     else:

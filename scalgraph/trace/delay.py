@@ -17,11 +17,18 @@ Choices the seed leaves open (stated here and in the README):
   When ΣΔ + W = 0 no cause can be named; that wait's ω + Γ is booked as `unexplained`, so
   Σ short + Σ long + unexplained = total waiting time holds exactly.
 - Interval start: the previous synchronisation point of the same rank with the same partner (p2p:
-  the same peer rank, either direction, where MPI_Isend is no synchronisation point but the call
-  completing a receive is; collectives: the same communicator), at the end of that
-  point's waiting time, i.e. its completion part belongs to the interval (as in Scalasca); with no
-  previous point, the trace start.  The interval ends where the rank enters the call of S.
+  a message with the same peer rank, either direction, that produced a wait state -- Scalasca 2.6's
+  rule, reference note §9.1: a message nobody waited for synchronised nothing, so a halo partner
+  that arrived late is not reset by the message it received without waiting; collectives: the same
+  communicator), at the end of that point's waiting time, i.e. its completion part belongs to the
+  interval (as in Scalasca); with no previous point, the trace start.  The interval ends where the
+  rank enters the call of S.
 - Direct part of a wait = ω·s·ΣΔ, indirect part = ω·s·W_d; a wait is propagating iff Γ > 0.
+- Δ compares computation only: the profiles leave out MPI call paths, whose time is either a wait
+  state (counted in W_d and propagated as indirect delay) or communication that no pattern
+  classifies (completing an Isend, a rendezvous, a rank descheduled inside a busy-polling call on an
+  oversubscribed node).  Seed 000's Figure 3 also charges that communication as a delay of the MPI
+  call; `delay_analysis(..., communication=True)` does so, and is what its worked example checks.
 """
 from __future__ import annotations
 
@@ -150,6 +157,25 @@ def processing_profiles(ctx, waits, rank, t0, t1, index=None):
     return (ids[inside], cps[inside], vals[inside]), (wi, ww, wa)
 
 
+def mpi_callpaths(ctx: ReplayContext) -> np.ndarray:
+    """[call path] True where the innermost region is an MPI routine."""
+    is_mpi = np.array([r.is_mpi for r in ctx.trace.regions] + [False])
+    reg = ctx.nest.cp_region
+    return is_mpi[np.where(reg >= 0, reg, len(is_mpi) - 1)]
+
+
+def computation_profiles(ctx, waits, rank, t0, t1, index=None, communication: bool = False):
+    """The delay analysis' view of processing_profiles: only computation.  Time in MPI that is no wait
+    state (completing an Isend, a rendezvous, a rank descheduled inside a call) is communication, not
+    excess work: it is dropped from the profiles unless `communication` (seed 000's Figure 3 counts
+    it, and charges it as a delay of the MPI call)."""
+    (ids, cps, vals), w = processing_profiles(ctx, waits, rank, t0, t1, index)
+    if not communication:
+        keep = ~mpi_callpaths(ctx)[cps]
+        ids, cps, vals = ids[keep], cps[keep], vals[keep]
+    return (ids, cps, vals), w
+
+
 CHUNK = 1 << 15          # wait states per chunk of the delay analysis
 DENSE_LIMIT = 1 << 25     # keys up to this use a dense bincount (O(n)), larger ones a sort
 
@@ -169,15 +195,34 @@ def _sum_by_key(ids, cps, vals, ncp):
 
 # --- synchronisation intervals --------------------------------------------------------------------
 
-def _participations(ctx: ReplayContext):
-    """Every synchronisation point each rank takes part in: (rank, partner key, call ENTER).
-    A non-blocking send is not one (MPI_Isend returns at once); its partner synchronises at the
-    receive's completion, and the sender at the Wait that completes a receive from that peer."""
+def synchronising_messages(ctx: ReplayContext) -> np.ndarray:
+    """[message] True when somebody waited for the message: its receive's completing call entered
+    before the send started (Late Sender, whether or not a Waitall counts this message's wait), or a
+    blocking send waited for the receive to be posted (Late Receiver).  Scalasca 2.6's rule
+    (shared/notes/trace-analysis-reference.md §9.1): only these are point-to-point synchronisation
+    points; a message nobody waited for did not synchronise its two ranks.  Decided per message from
+    the two calls' times, so the parallel replay's partial traces decide it as the serial one does."""
     m = ctx.msgs
-    b = m.blocking_send
-    ranks = [m.src[b], m.dst]
-    keys = [m.dst[b], m.src]
-    ops = [m.send_op[b], m.recv_op]
+    t, ex = ctx.time, ctx.exit_time
+    ok = (m.recv_op >= 0) & (m.send_op >= 0)
+    rop, sop = np.where(ok, m.recv_op, 0), np.where(ok, m.send_op, 0)
+    late_sender = ok & (waitops.late_sender(t[rop], ex[rop], t[sop]) > 0)
+    late_sender &= ~ctx.region_is_test[ctx.ev["region"][rop]]
+    b = ok & m.blocking_send & (m.post_op >= 0)
+    pop = np.where(b, m.post_op, 0)
+    late_receiver = b & (waitops.late_receiver(t[sop], ex[sop], t[pop]) > 0)
+    return late_sender | late_receiver
+
+
+def _participations(ctx: ReplayContext):
+    """Every synchronisation point each rank takes part in: (rank, partner key, call ENTER): both ends
+    of every synchronising message (the sender at the call that started the send, the receiver at
+    the call that completed the receive) and every collective."""
+    m = ctx.msgs
+    b = synchronising_messages(ctx)
+    ranks = [m.src[b], m.dst[b]]
+    keys = [m.dst[b], m.src[b]]
+    ops = [m.send_op[b], m.recv_op[b]]
     for ci in ctx.colls:
         ranks.append(np.broadcast_to(ci.members, ci.op.shape).ravel())
         keys.append(np.full(ci.op.size, ci.key, np.int64))
@@ -251,7 +296,9 @@ def _concat(parts):
 
 
 @without_hugepage_advice
-def delay_analysis(fwd: ForwardResult) -> DelayResult:
+def delay_analysis(fwd: ForwardResult, communication: bool = False) -> DelayResult:
+    """Delay costs of every wait state with a causer.  Δ compares computation only (see
+    computation_profiles); `communication=True` also counts the non-waiting part of MPI calls."""
     ctx = fwd.ctx
     waits = fwd.sync_waits
     waits = waits[waits["causer"] >= 0]
@@ -277,7 +324,8 @@ def delay_analysis(fwd: ForwardResult) -> DelayResult:
     c_parts, w_parts = [], []
     for lo in range(0, nu, CHUNK):
         sel = first[lo:lo + CHUNK]
-        (di, dc, dv), (wi, ww, wa) = processing_profiles(ctx, waits, d_rank[sel], d_start[sel], d_end[sel], index)
+        (di, dc, dv), (wi, ww, wa) = computation_profiles(ctx, waits, d_rank[sel], d_start[sel], d_end[sel], index,
+                                                          communication)
         c_parts.append((di + lo, dc, dv))
         w_parts.append((wi + lo, ww, wa))
     du, dc, dv = _concat(c_parts)
@@ -290,7 +338,7 @@ def delay_analysis(fwd: ForwardResult) -> DelayResult:
     sum_delta = np.zeros(n)
     for lo in range(0, n, CHUNK):                      # waiter profiles, and Δ = max(p_d - p_r, 0)
         sl = slice(lo, min(n, lo + CHUNK))
-        (ri, rc, rv), _ = processing_profiles(ctx, waits, r_rank[sl], r_start[sl], r_end[sl], index)
+        (ri, rc, rv), _ = computation_profiles(ctx, waits, r_rank[sl], r_start[sl], r_end[sl], index, communication)
         u = u_of[sl]
         rep_i, rep_j = _expand(d_bounds[u], d_bounds[u + 1] - 1)
         ids, cps, diff = _sum_by_key(np.concatenate((rep_i, ri)), np.concatenate((dc[rep_j], rc)),

@@ -6,7 +6,8 @@ of total time; the top delay root causes with their short/long-term split; the w
 classification (direct/indirect, propagating/terminal); the critical-path profile with its
 imbalance; the most severe instances of every pattern (like Scalasca's trace.stat).  Call paths
 carry the source line of their innermost region that has one (and its PSG vertex, when the trace
-came from a scalgraph run).
+came from a scalgraph run): an MPI call path names the call's own line and vertex, not its
+caller's.
 """
 from __future__ import annotations
 
@@ -22,17 +23,20 @@ from scalgraph.trace.matching import callpath_names
 
 
 def _where(fwd: ForwardResult) -> list[dict]:
-    """Per call path: the innermost region with a source line (MPI regions have none) and its vertex."""
+    """Per call path: where its innermost region is in the source.  A region with a line names it
+    with its own vertex (an MPI call at a PSG vertex: the call's line, in the file of the region around
+    it, since MPI regions have the file "MPI"); one without a line takes its caller's place."""
     nest, regions = fwd.ctx.nest, fwd.ctx.trace.regions
     out: list[dict] = []
     for par, reg in zip(nest.cp_parent.tolist(), nest.cp_region.tolist()):
         r = regions[reg] if 0 <= reg < len(regions) else None
+        outer = out[par] if par >= 0 else {"file": "", "line": 0, "vertex": -1, "region": ""}
         if r is not None and r.line > 0 and not r.is_mpi:
             out.append({"file": r.file, "line": r.line, "vertex": r.vertex, "region": r.name})
-        elif par >= 0:
-            out.append(out[par])
+        elif r is not None and r.line > 0 and outer["file"]:
+            out.append({"file": outer["file"], "line": r.line, "vertex": r.vertex, "region": r.name})
         else:
-            out.append({"file": "", "line": 0, "vertex": -1, "region": r.name if r else ""})
+            out.append({**outer, "region": r.name if r else outer["region"]})
     return out
 
 
@@ -49,7 +53,7 @@ def _rank_summary(values: np.ndarray) -> dict:
 
 
 def build_report(fwd: ForwardResult, dl: DelayResult, cp: CriticalPath, top: int = 10,
-                 clock: str = "", source: str = "") -> dict:
+                 clock: str = "", source: str = "", communication: bool = False) -> dict:
     ctx = fwd.ctx
     names = callpath_names(ctx.nest, ctx.trace.regions)
     where = _where(fwd)
@@ -96,7 +100,10 @@ def build_report(fwd: ForwardResult, dl: DelayResult, cp: CriticalPath, top: int
         "unexplained": dl.unexplained, "direct": float(dl.direct.sum()), "indirect": float(dl.indirect.sum()),
         "propagating": float(dl.waits["wait"][prop].sum()), "terminal": float(dl.waits["wait"][~prop].sum()),
         "scaling": "s = 1/(sum(delta) + W), unclipped (seed 000, Algorithm 1)",
-        "interval_start": "end of the waiting time of the previous synchronisation with the same peer/communicator",
+        "interval_start": "end of the waiting time of the previous synchronisation with the same peer (a message "
+                          "that produced a wait state) or communicator",
+        "delays": ("computation and the non-waiting part of MPI calls (seed 000)" if communication else
+                   "computation only: MPI time that is no wait state is communication, not a delay"),
     }
 
     length = cp.length
