@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import pathlib
-import zlib
 
 import numpy as np
 
@@ -16,7 +15,7 @@ from scalgraph import cli
 from scalgraph.analysis import synthetic as syn
 from scalgraph.io import experiment as expio
 from scalgraph.io import profile_file as pf
-from scalgraph.model.profile import DEP_DTYPE, RunProfile
+from scalgraph.model.profile import RunProfile
 
 HZ = 1e6    # sampled (non-MPI) times are samples / hz: microsecond resolution keeps the synthetic times
 
@@ -33,22 +32,13 @@ def _save_run(run_dir: pathlib.Path, prof: RunProfile, flags: int = pf.FLAG_FINA
     mpi = prof.calls > 0
     for r in range(prof.nranks):
         deps = prof.deps[prof.deps["rank"] == r]
-        samples = np.where(mpi[r], 0, np.rint(prof.time[r] * HZ)).astype("<u8")
-        body = b"".join([samples.tobytes(), prof.calls[r].astype("<u8").tobytes(),
-                         np.where(mpi[r], np.rint(prof.time[r] * 1e9), 0).astype("<u8").tobytes(),
-                         np.rint(prof.wait[r] * 1e9).astype("<u8").tobytes(),
-                         deps.astype(DEP_DTYPE).tobytes(), comm_rows.tobytes(), members.tobytes()])
-        h = np.zeros(1, dtype=pf.HEADER_DTYPE)
-        h["magic"], h["version"], h["header_size"] = pf.MAGIC, pf.VERSION, pf.HEADER_DTYPE.itemsize
-        h["file_size"] = pf.HEADER_DTYPE.itemsize + len(body)
-        h["rank"], h["nranks"], h["nvertices"] = r, prof.nranks, prof.nvertices
-        h["ndeps"], h["ncomms"], h["nmembers"] = len(deps), len(comm_rows), len(members)
-        h["flags"], h["hz"], h["comm_sample"], h["deps_dropped"] = flags, HZ, 1.0, deps_dropped
-        h["end_time"] = prof.wall_time
-        h["psg_hash"], h["host"], h["mpi_library"] = prof.psg_hash.encode(), b"test", b"synthetic"
-        data = h.tobytes() + body
-        h["checksum"] = zlib.crc32(data)
-        (run_dir / f"rank-{r}.sgp").write_bytes(h.tobytes() + body)
+        sampled = np.where(mpi[r], 0, prof.time[r])
+        arrays = {"samples": sampled * HZ, "sample_ns": sampled * 1e9, "calls": prof.calls[r],
+                  "time_ns": np.where(mpi[r], prof.time[r] * 1e9, 0), "wait_ns": prof.wait[r] * 1e9}
+        pf.write_rank_file(run_dir / f"rank-{r}.sgp", prof.nvertices, arrays, deps=deps, comms=comm_rows,
+                           members=members, rank=r, nranks=prof.nranks, flags=flags, hz=HZ, comm_sample=1.0,
+                           deps_dropped=deps_dropped, end_time=prof.wall_time, psg_hash=prof.psg_hash.encode(),
+                           host=b"test", mpi_library=b"synthetic", sampler=1, hz_delivered=HZ)
 
 
 def write_synthetic_experiment(path: pathlib.Path, psg, runs: dict, reps: int = 1, disturb=None) -> pathlib.Path:
@@ -86,7 +76,9 @@ def test_cg_like_report_names_line_rank_path_and_source(tmp_path, capsys):
     assert "rank 1 (x" in first and "abnormal own time" in first
     assert "MPI_Allreduce@0 (cg.c:20) -[collective]-> MPI_Allreduce@1 (cg.c:20)" in first
     assert "> 12 | statement_12();" in first and "  10 | statement_10();" in first
-    assert "cg.c:20  [MPI MPI_Allreduce]  loss " in out.split("non-scalable vertices")[1]
+    assert "cg.c:20  in main  [MPI MPI_Allreduce]  loss " in out.split("non-scalable vertices")[1]
+    # the cost says what it is: the waiting it explains, and where that waiting was
+    assert "explains that much of the" in first and "at MPI_Allreduce (cg.c:20)" in first
     assert "scaling model of the mean T(p) =" in first and "slowest rank: T(p) =" in first and "predicted p=32:" in first
 
 
@@ -235,5 +227,5 @@ def test_no_problem_with_noisy_waiting_says_so_and_lists_the_symptoms(tmp_path, 
     exp = write_synthetic_experiment(tmp_path / "exp", psg, runs)
     code, out, _ = _detect(capsys, exp)
     assert code == 0 and "No scaling problem found" in out and "#1" not in out
-    assert "1 vertex loses time at p=16, but to waiting or in collective calls" in out
-    assert "balanced.c:20  [MPI MPI_Allreduce]  loss" in out
+    assert "1 construct loses time at p=16, but to waiting with no computation behind it" in out
+    assert "balanced.c:20  in main  [MPI MPI_Allreduce]  loss" in out

@@ -93,6 +93,30 @@ def read_rank_file(path) -> dict:
     return rec
 
 
+def write_rank_file(path, nvertices: int, arrays: dict, *, deps=None, comms=None, members=None,
+                    **header) -> None:
+    """Write one rank file in this format (synthetic experiments and tests; the shim writes its own).
+    arrays: name -> [nvertices] integers for the names of VERTEX_ARRAYS and VERTEX_ARRAYS_2 (missing
+    ones are 0); header: HEADER_DTYPE fields (rank, nranks, hz, flags, psg_hash as bytes, ...)."""
+    deps = np.zeros(0, DEP_DTYPE) if deps is None else np.asarray(deps, DEP_DTYPE)
+    comms = np.zeros(0, COMM_DTYPE) if comms is None else np.asarray(comms, COMM_DTYPE)
+    members = np.zeros(0, "<i4") if members is None else np.asarray(members, "<i4")
+
+    def column(name):
+        return np.rint(np.asarray(arrays.get(name, np.zeros(nvertices)), dtype="f8")).astype("<u8")
+
+    body = b"".join([*(column(n).tobytes() for n in VERTEX_ARRAYS), *(column(n).tobytes() for n in VERTEX_ARRAYS_2),
+                     deps.tobytes(), comms.tobytes(), members.tobytes()])
+    h = np.zeros(1, HEADER_DTYPE)
+    h["magic"], h["version"], h["header_size"] = MAGIC, VERSION, HEADER_DTYPE.itemsize
+    h["nvertices"], h["ndeps"], h["ncomms"], h["nmembers"] = nvertices, len(deps), len(comms), len(members)
+    h["file_size"] = HEADER_DTYPE.itemsize + len(body)
+    for key, value in header.items():
+        h[key] = value
+    h["checksum"] = zlib.crc32(h.tobytes() + body)
+    pathlib.Path(path).write_bytes(h.tobytes() + body)
+
+
 def written_by(flags: int) -> str:
     return next((name for bit, name in WRITTEN_BY if flags & bit), "unknown")
 
