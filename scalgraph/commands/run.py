@@ -46,7 +46,9 @@ def add_arguments(p) -> None:
                      help="with --trace: vertices whose ENTER/EXIT are not recorded (vertex ids, function "
                           "names or kind@file:line, one per line; see scalgraph/io/trace_filter.py)")
     run.add_argument("--hz", type=float, default=None, metavar="N",
-                     help="sampling rate per rank (SCALGRAPH_HZ; default: the shim's, 200)")
+                     help="samples per CPU second of each thread, up to 10000 (SCALGRAPH_HZ; default: the "
+                          "shim's, 1000; 0 = no sampling); perf task-clock events, or the biased ITIMER_PROF "
+                          "fallback where they are not allowed")
     run.add_argument("--mpiexec", default=None, metavar="PATH",
                      help="launcher to use (default: the one installed with the program's MPI library)")
     run.add_argument("--mpiexec-args", default="", metavar="'ARGS'",
@@ -73,8 +75,8 @@ def run(args) -> int:
     scales = parse_scales(args.scales)
     if args.repeat < 1:
         raise UserError(f"--repeat must be at least 1 (got {args.repeat})")
-    if args.hz is not None and args.hz < 0:
-        raise UserError(f"--hz must be 0 (no sampling) or more (got {args.hz:g})")
+    if args.hz is not None and not 0 <= args.hz <= 10000:
+        raise UserError(f"--hz must be 0 (no sampling) or up to 10000 (got {args.hz:g})")
     command = list(args.program[1:] if args.program[:1] == ["--"] else args.program)
     if not command:
         raise UserError("no program given; usage: scalgraph run -n 2,4,8 -- ./app args")
@@ -210,6 +212,9 @@ def run_all(exp: pathlib.Path, desc: dict, command, launcher, args, scales: list
         print(f"scalgraph run: {len(failed)} of {total} runs failed ({which}); their output is in "
               f"{exp}/scale-<p>/rep-<k>/stderr.txt; run the same command again to retry them", file=sys.stderr)
         return 1
+    from scalgraph.io.profile_file import fallback_note
+    if note := fallback_note(exp / r["dir"] for r in wanted):
+        print(f"scalgraph run: note: {note}", file=sys.stderr)
     print(f"scalgraph run: {total} runs ok in {exp}; next: scalgraph detect {exp}", file=sys.stderr)
     return 0
 
