@@ -200,21 +200,35 @@ def test_report_text_condenses_long_paths():
                                  "-[data]-> comp@0 (a.c:5)")
 
 
-def test_a_collective_is_named_for_its_own_scaling_only_above_the_noise_guard():
-    """Under oversubscription every blocking call gathers scheduler delays, so a collective that all
-    ranks sit in slightly longer at larger scales is not a root cause; a truly slow one is."""
-    def with_allreduce(per_rank_at_16: float):
-        psg, runs, _ = syn.balanced()
-        allr = syn.vertex_at(psg, 20)
-        for p, prof in runs.items():
-            prof.time[:, allr] = prof.wait[:, allr] = 0.005 + per_rank_at_16 * p / 16
-            prof.deps["wait"][prof.deps["vertex"] == allr] = 0.005 + per_rank_at_16 * p / 16
-        return psg, analyse(psg, runs), allr
+def _allreduce_growing(per_rank_at_16: float, cores: int):
+    """balanced(), but every rank sits longer in the fixed-size Allreduce at larger scales; each run
+    records `cores` cores per rank and all ranks on one host."""
+    psg, runs, _ = syn.balanced()
+    allr = syn.vertex_at(psg, 20)
+    for p, prof in runs.items():
+        prof.time[:, allr] = prof.wait[:, allr] = 0.005 + per_rank_at_16 * p / 16
+        prof.deps["wait"][prof.deps["vertex"] == allr] = 0.005 + per_rank_at_16 * p / 16
+        prof.meta.update(cores=[cores] * p, ranks_on_host=[p] * p)
+    return psg, analyse(psg, runs), allr
 
-    _, quiet, _ = with_allreduce(0.035)
+
+def test_fixed_size_collective_under_oversubscription_is_no_cause():
+    """More ranks than cores: every blocking call gathers scheduler delays; a fixed-size Allreduce
+    moves the same bytes per rank at every scale, so even a large time growth is not its own cost."""
+    _, quiet, allr = _allreduce_growing(0.035, cores=2)
     assert not quiet["problem_found"]
-    _, loud, allr = with_allreduce(0.3)
+    _, loud, _ = _allreduce_growing(0.3, cores=2)
+    assert loud["root_causes"] == []
+    assert any(n["vertex"] == allr for n in loud["non_scalable"])      # a symptom, still listed
+    assert loud["oversubscribed"]["16"] and not loud["oversubscribed"]["2"]
+
+
+def test_collective_time_beyond_the_latency_model_counts_when_ranks_have_their_cores():
+    _, loud, allr = _allreduce_growing(0.3, cores=16)
     assert [c["vertex"] for c in loud["root_causes"]] == [allr]
+    assert loud["root_causes"][0]["explains"]["what"] == "own scaling"
+    _, quiet, _ = _allreduce_growing(0.035, cores=16)              # within log2(p) latency + floor
+    assert not quiet["problem_found"]
 
 
 def test_row_keys_are_equal_exactly_for_equal_rows():

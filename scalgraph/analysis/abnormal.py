@@ -47,12 +47,16 @@ def sampling_noise(psg: PSG, profile: RunProfile, sigmas: float = SAMPLING_SIGMA
     A vertex time measured by SIGPROF samples is a Poisson count n at rate hz: its standard error is
     sqrt(n)/hz.  A rank is only unusual when it exceeds the median by `sigmas` such errors (taken at
     the median count).  MPI vertices are timed exactly by their wrappers: no sampling noise."""
-    hz = float(profile.meta.get("hz") or 0.0)
-    if hz <= 0 or profile.nranks == 0:
-        return np.zeros(len(psg))
-    median_samples = np.median(profile.samples, axis=0)
+    return noise_of_samples(profile.samples, np.asarray(psg.kind) == MPI, float(profile.meta.get("hz") or 0.0), sigmas)
+
+
+def noise_of_samples(samples: np.ndarray, exact: np.ndarray, hz: float, sigmas: float = SAMPLING_SIGMAS) -> np.ndarray:
+    """[N] sampling noise of columns of [R x N] sample counts (vertices or constructs); 0 where exact."""
+    if hz <= 0 or samples.shape[0] == 0:
+        return np.zeros(samples.shape[1])
+    median_samples = np.median(samples, axis=0)
     noise = sigmas * np.sqrt(np.maximum(median_samples, 1.0)) / hz
-    return np.where(np.asarray(psg.kind) == MPI, 0.0, noise)
+    return np.where(exact, 0.0, noise)
 
 
 def abnormal_mask(values: np.ndarray, thd: float, min_seconds: float | np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -67,11 +71,18 @@ def abnormal_mask(values: np.ndarray, thd: float, min_seconds: float | np.ndarra
 def find_abnormal(psg: PSG, profile: RunProfile, thd: float = DEFAULT_ABNORM_THD,
                   min_seconds: float = 0.0, own: np.ndarray | None = None) -> list[Abnormal]:
     """Abnormal vertices of one run, largest excess first (`own`: own_time() if already computed)."""
-    out: list[Abnormal] = []
-    is_mpi = np.asarray(psg.kind) == MPI
     own = own_time(psg, profile) if own is None else own
-    floor = np.maximum(min_seconds, sampling_noise(psg, profile))
-    checks = [("time", own, np.ones(len(psg), bool)), ("wait", profile.wait, is_mpi)]
+    return abnormal_columns(own, profile.wait, np.asarray(psg.kind) == MPI, sampling_noise(psg, profile), thd,
+                            min_seconds)
+
+
+def abnormal_columns(own: np.ndarray, wait: np.ndarray, is_mpi: np.ndarray, noise: np.ndarray, thd: float,
+                     min_seconds: float) -> list[Abnormal]:
+    """Abnormal columns of [R x N] arrays (vertices, or constructs: `Abnormal.vertex` is then the
+    construct id), largest excess first."""
+    out: list[Abnormal] = []
+    floor = np.maximum(min_seconds, noise)
+    checks = [("time", own, np.ones(own.shape[1], bool)), ("wait", wait, is_mpi)]
     for metric, values, applies in checks:
         mask, med = abnormal_mask(values, thd, floor)
         mask &= applies[None, :]

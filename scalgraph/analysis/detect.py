@@ -3,48 +3,56 @@
 Input: the PSG and one RunProfile per scale.  Output: a plain dict (JSON-ready) that the report
 writers in scalgraph/io/report.py print.  Definitions the report relies on:
 
+* source construct: the PSG vertices of one source construct (same kind, file, line span, name,
+  function: unrolled or inlined copies, one loop reached from several call sites) are summed per
+  rank before anything is ranked (constructs.py).  Every figure below is a construct's; a report
+  line names the construct once with its `contexts` (the instances, heaviest first).
 * run time T(p): the largest per-rank sum of exclusive vertex times at scale p.
-* merged time of a vertex at p: the mean over ranks (or, with k-means clustering of the ranks, the
-  mean of the group that is slowest at that vertex).  "own" time excludes waiting inside MPI (an
-  effect of another rank's lateness); a collective's own time is at least the time its
-  least-waiting participant spent in it.
-* scaling loss of a vertex: merged time at the largest scale P minus its ideal strong-scaling share
-  T_v(p0) * p0 / P (see scaling.py), in seconds per rank; a loss within 3 sampling errors of the two
+* merged time of a construct at p: the mean over ranks (or, with k-means clustering of the ranks,
+  the mean of the group that is slowest there).  "own" time excludes waiting inside MPI (an effect
+  of another rank's lateness); a collective's own time is at least the time its least-waiting
+  participant spent in it.
+* scaling loss: merged time at the largest scale P minus its ideal strong-scaling share
+  T(p0) * p0 / P (see scaling.py), in seconds per rank; a loss within 3 sampling errors of the two
   merged times it compares (mean_sampling_error) counts as none.
-* non-scalable: scaling loss >= min_share * T'(P), T' = run time without MPI_Init/Finalize.  abnormal: rank value > AbnormThd x median and
-  >= min_share * T(P) above it.
-* cost of a PPG vertex (v, r): its own-time excess over the median rank (counted only beyond the
-  sampling error 3 sqrt(samples)/hz, see abnormal.sampling_noise) plus its own-time scaling
-  loss (for a collective only when that loss is at least COLLECTIVE_GUARD x the threshold).  On each
-  backtracking path the most costly vertex is the root cause of that path; causes are ranked by
-  cost.  Nothing at or above min_share * T(P) -> "no scaling problem found".
+* non-scalable: scaling loss >= min_share * T'(P), T' = run time without MPI_Init/Finalize.
+  abnormal: rank value > AbnormThd x median and >= min_share * T'(P) above it.
+* excess of a compute construct on a rank: own time over the median rank, counted only beyond the
+  sampling error 3 sqrt(samples)/hz, and no more than the exact excess of the computation segments
+  it runs in when the profile measured them (segments.py).
+* cost of a root cause (causes.py): seconds of waiting it explains.  A path that starts where a rank
+  waited W seconds is explained by the compute construct on it with the largest excess e: cost
+  min(e, W).  A compute construct that is abnormal or non-scalable by itself costs
+  max(min(e, its rank's lateness), its own scaling loss).  An MPI call is its own cause only when
+  its volume per rank grows with p, or (ranks not oversubscribed) its own time beats a log2(p)
+  latency model by the floor (mpi_cost.py); it then costs its own scaling loss.  Nothing at or
+  above min_share * T'(P) -> "no scaling problem found".
 """
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 
-from scalgraph.analysis.abnormal import (DEFAULT_ABNORM_THD, SAMPLING_SIGMAS, Abnormal, find_abnormal, own_time,
-                                         sampling_noise)
-from scalgraph.analysis.backtrack import Path, backtrack_all
+from scalgraph.analysis.abnormal import (DEFAULT_ABNORM_THD, SAMPLING_SIGMAS, Abnormal, abnormal_columns,
+                                         noise_of_samples, own_time)
+from scalgraph.analysis.backtrack import backtrack_all
+from scalgraph.analysis.causes import Cause, compute_start_cause, keep_costliest, path_cause
+from scalgraph.analysis.constructs import Constructs, constructs, contexts
+from scalgraph.analysis.evidence_notes import evidence_notes, thin_evidence, typical_samples
 from scalgraph.analysis.merge import cluster_means, cluster_ranks, merge_ranks
+from scalgraph.analysis.mpi_cost import latency_excess, oversubscribed, volume_grows, volume_per_rank
 from scalgraph.analysis.ppg import build_ppg
 from scalgraph.analysis.scaling import fit_models, scaling_loss
+from scalgraph.analysis.segments import segment_excess
 from scalgraph.model.profile import DEP_COLL, RunProfile
 from scalgraph.model.psg import MPI, PSG
 
 DEFAULT_MIN_SHARE = 0.05
 STARTUP = frozenset({"MPI_Init", "MPI_Init_thread", "MPI_Finalize"})
-COLLECTIVE_GUARD = 2.0
 MAX_STARTS = 32           # backtracking starts per kind: enough for any report, bounded cost
-
-
-def least_time_in_call(profile: RunProfile) -> np.ndarray:
-    """[V] the smallest time any rank that made the call spent in it (0 where nobody called)."""
-    t = np.where(profile.calls > 0, profile.time, np.inf).min(axis=0) if profile.nranks else np.zeros(profile.nvertices)
-    return np.where(np.isfinite(t), t, 0.0)
 
 
 def run_time(profile: RunProfile) -> float:
@@ -62,81 +70,101 @@ def program_time(profile: RunProfile, startup: np.ndarray) -> float:
     return float(profile.time[:, ~startup].sum(axis=1).max()) if profile.nranks else 0.0
 
 
-def mean_sampling_error(psg: PSG, profile: RunProfile) -> np.ndarray:
-    """[V] standard error of the mean-over-ranks time of sampled vertices: sqrt(total samples)/hz/R
-    (Poisson counts); 0 for MPI vertices, which the wrappers time exactly."""
-    hz = float(profile.meta.get("hz") or 0.0)
-    if hz <= 0 or profile.nranks == 0:
-        return np.zeros(len(psg))
-    se = np.sqrt(profile.samples.sum(axis=0)) / hz / profile.nranks
-    return np.where(np.asarray(psg.kind) == MPI, 0.0, se)
-
-
 def merged(values: np.ndarray, clusters: int) -> np.ndarray:
-    """[V] merged value: mean over ranks, or, with k-means groups of ranks, per vertex the mean of
-    the group that is slowest at that vertex (a group of late ranks is not averaged away)."""
+    """[N] merged value of [R x N]: mean over ranks, or, with k-means groups of ranks, per column the
+    mean of the group that is slowest there (a group of late ranks is not averaged away)."""
     if clusters and clusters > 1:
         return cluster_means(values, cluster_ranks(values, clusters)).max(axis=0)
     return values.mean(axis=0)
 
 
 @dataclass
+class Big:
+    """The largest scale, per rank: the profile (for the PPG) and its construct arrays."""
+    profile: RunProfile
+    own: np.ndarray          # [R x C] own time
+    time: np.ndarray         # [R x C]
+    wait: np.ndarray         # [R x C]
+    samples: np.ndarray      # [R x C]
+
+
+@dataclass
 class ScaleSummary:
-    """What the analysis keeps of all scales: per-vertex vectors per scale, plus the largest
-    scale's full arrays (for the PPG and backtracking)."""
+    """Per-construct vectors of every scale ([C x scales]) and the largest scale's arrays."""
     scales: list[int]
     times: dict[int, float]                 # run time per scale
-    abnormal: dict[int, list[Abnormal]]
-    y_total: np.ndarray                     # [V x scales] merged time
-    y_own: np.ndarray                       # [V x scales] merged own time (collectives: see below)
-    y_max: np.ndarray                       # [V x scales] slowest rank's time
-    y_se: np.ndarray                        # [V x scales] sampling error of the merged (mean) time
-    is_coll: np.ndarray                     # [V] vertices with collective dependence rows
-    big: RunProfile                         # the largest scale
-    own_big: np.ndarray                     # [R x V] its own time
+    abnormal: dict[int, list[Abnormal]]     # Abnormal.vertex is a construct id
+    y_total: np.ndarray                     # merged time
+    y_own: np.ndarray                       # merged own time (collectives: see module doc)
+    y_max: np.ndarray                       # slowest rank's time
+    y_se: np.ndarray                        # sampling error of the merged (mean) time
+    vol_bytes: np.ndarray                   # per-rank bytes moved (median over calling ranks)
+    vol_calls: np.ndarray                   # per-rank calls
+    oversubscribed: dict[int, bool]
+    big: Big
 
 
-def summarise_scales(psg: PSG, profiles: Mapping[int, RunProfile], abnorm_thd: float, min_share: float,
-                     clusters: int) -> ScaleSummary:
-    """Read each scale once (profiles may load lazily), reduce it to per-vertex vectors and drop it;
-    only the largest scale's arrays stay."""
+def summarise_scales(psg: PSG, cons: Constructs, profiles: Mapping[int, RunProfile], abnorm_thd: float,
+                     min_share: float, clusters: int, host_cores: int | None) -> ScaleSummary:
+    """Read each scale once (profiles may load lazily), reduce it to per-construct vectors and drop
+    it; only the largest scale's arrays stay."""
     scales = sorted(profiles)
-    nv = len(psg)
+    nc = len(cons)
+    is_mpi = construct_is_mpi(psg, cons)
+    startup = startup_vertices(psg)
     times: dict[int, float] = {}
     abnormal: dict[int, list[Abnormal]] = {}
-    y_total, y_own, y_max, y_se = (np.zeros((nv, len(scales))) for _ in range(4))
-    startup = startup_vertices(psg)
+    over: dict[int, bool] = {}
+    y_total, y_own, y_max, y_se, vb, vc = (np.zeros((nc, len(scales))) for _ in range(6))
     for i, p in enumerate(scales):
         prof = profiles[p]
-        own = own_time(psg, prof)
+        own = cons.sum_columns(own_time(psg, prof))
+        time, wait = cons.sum_columns(prof.time), cons.sum_columns(prof.wait)
+        samples = cons.sum_columns(prof.samples)
+        calls = cons.sum_columns(prof.calls)
+        hz = float(prof.meta.get("hz") or 0.0)
         times[p] = run_time(prof)
-        y_total[:, i] = merged(prof.time, clusters)
+        y_total[:, i] = merged(time, clusters)
         # a collective's own cost is at least what its last-arriving participant spent in it (the
-        # shim may count all time inside MPI as waiting); that is how a collective that is slow by
-        # itself shows its scaling loss.  (Not for p2p: all workers may wait on one master.)
-        is_coll = np.zeros(nv, dtype=bool)
-        is_coll[prof.deps["vertex"][prof.deps["kind"] == DEP_COLL]] = True
-        y_own[:, i] = np.where(is_coll, np.maximum(merged(own, clusters), least_time_in_call(prof)),
-                               merged(own, clusters))
-        y_max[:, i] = prof.time.max(axis=0) if prof.nranks else 0.0
-        y_se[:, i] = mean_sampling_error(psg, prof)
-        abnormal[p] = find_abnormal(psg, prof, abnorm_thd, min_share * program_time(prof, startup), own)
-    return ScaleSummary(scales, times, abnormal, y_total, y_own, y_max, y_se, is_coll, prof, own)
+        # shim may count all time inside MPI as waiting).  (Not for p2p: all workers may wait on one master.)
+        is_coll = np.zeros(nc, dtype=bool)
+        is_coll[cons.cid[prof.deps["vertex"][prof.deps["kind"] == DEP_COLL]]] = True
+        least = np.where(calls > 0, time, np.inf).min(axis=0) if prof.nranks else np.zeros(nc)
+        least = np.where(np.isfinite(least), least, 0.0)
+        y_own[:, i] = np.where(is_coll, np.maximum(merged(own, clusters), least), merged(own, clusters))
+        y_max[:, i] = time.max(axis=0) if prof.nranks else 0.0
+        y_se[:, i] = (np.where(is_mpi, 0.0, np.sqrt(samples.sum(axis=0)) / hz / prof.nranks)
+                      if hz > 0 and prof.nranks else 0.0)
+        noise = noise_of_samples(samples, is_mpi, hz)
+        abnormal[p] = abnormal_columns(own, wait, is_mpi, noise, abnorm_thd, min_share * program_time(prof, startup))
+        vb[:, i], vc[:, i] = volume_per_rank(prof, cons)
+        over[p] = oversubscribed(prof, host_cores)
+    return ScaleSummary(scales, times, abnormal, y_total, y_own, y_max, y_se, vb, vc, over,
+                        Big(prof, own, time, wait, samples))
+
+
+def construct_is_mpi(psg: PSG, cons: Constructs) -> np.ndarray:
+    return np.array([psg.kind[inst[0]] == MPI for inst in cons.instances], dtype=bool)
 
 
 def analyse(psg: PSG, profiles: Mapping[int, RunProfile], abnorm_thd: float = DEFAULT_ABNORM_THD,
-            min_share: float = DEFAULT_MIN_SHARE, clusters: int = 0, top: int = 5, weak: bool = False) -> dict:
-    """`profiles` maps scale -> RunProfile and may load lazily (one scale in memory at a time)."""
-    sm = summarise_scales(psg, profiles, abnorm_thd, min_share, clusters)
-    scales, times, abnormal, is_coll, big, own_big = sm.scales, sm.times, sm.abnormal, sm.is_coll, sm.big, sm.own_big
+            min_share: float = DEFAULT_MIN_SHARE, clusters: int = 0, top: int = 5, weak: bool = False,
+            host_cores: int | None = None) -> dict:
+    """`profiles` maps scale -> RunProfile and may load lazily (one scale in memory at a time).
+    `host_cores`: cores of the machine the runs used, for profiles that do not record them."""
+    cons = constructs(psg)
+    sm = summarise_scales(psg, cons, profiles, abnorm_thd, min_share, clusters, host_cores)
+    scales, times, abnormal, big = sm.scales, sm.times, sm.abnormal, sm.big
     y_total, y_own, y_max = sm.y_total, sm.y_own, sm.y_max
-    nv = len(psg)
+    nc = len(cons)
+    is_mpi = construct_is_mpi(psg, cons)
     total_time = times[scales[-1]]
 
     # MPI start-up and shut-down grow with p under any launcher; they are not the program's to fix
-    startup = startup_vertices(psg)
+    startup_v = startup_vertices(psg)
+    startup = np.array([startup_v[inst[0]] for inst in cons.instances], dtype=bool)
     startup_share = float(y_total[startup, -1].sum() / total_time) if total_time > 0 else 0.0
-    floor = min_share * program_time(big, startup)
+    floor = min_share * program_time(big.profile, startup_v)
     y_total[startup] = 0.0
     y_own[startup] = 0.0
     for p in scales:
@@ -145,56 +173,83 @@ def analyse(psg: PSG, profiles: Mapping[int, RunProfile], abnorm_thd: float = DE
     fits = fit_models(scales, y_total)
     fits_max = fit_models(scales, y_max)
     multi = len(scales) >= 2
-    loss_total = scaling_loss(scales, y_total, weak)[:, -1] if multi else np.zeros(nv)
-    loss_own = scaling_loss(scales, y_own, weak)[:, -1] if multi else np.zeros(nv)
+    loss_total = scaling_loss(scales, y_total, weak)[:, -1] if multi else np.zeros(nc)
+    loss_own = scaling_loss(scales, y_own, weak)[:, -1] if multi else np.zeros(nc)
     # a loss within the sampling error of the two measurements it compares is no loss
     if multi:
         ratio = 1.0 if weak else scales[0] / scales[-1]
         loss_noise = SAMPLING_SIGMAS * np.hypot(sm.y_se[:, -1], ratio * sm.y_se[:, 0])
         loss_total = np.where(loss_total > loss_noise, loss_total, 0.0)
         loss_own = np.where(loss_own > loss_noise, loss_own, 0.0)
-    # A collective's own cost is estimated from its least-waiting participant, and with more ranks
-    # than cores every blocking call also collects scheduler delays there; such a collective is
-    # named for its own scaling only when it loses at least twice the reporting threshold.
-    loss_own = np.where(is_coll & (loss_own < COLLECTIVE_GUARD * floor), 0.0, loss_own)
+    # an MPI call is its own cause only by what the scheduler cannot fake (mpi_cost.py)
+    grows = volume_grows(scales, sm.vol_bytes, sm.vol_calls)
+    if not sm.oversubscribed[scales[-1]]:
+        grows |= latency_excess(scales, y_own) >= floor
+    own_mpi_cost = np.where(is_mpi & grows & (loss_own >= floor) & (floor > 0), loss_own, 0.0)
+    own_comp_loss = np.where(is_mpi, 0.0, loss_own)
     stats = merge_ranks(big.time)
 
-    non_scalable = [int(v) for v in np.argsort(-loss_total, kind="stable")[:MAX_STARTS] if loss_total[v] >= floor and floor > 0]
-    starts_ns = [(v, int(stats.argmax[v])) for v in non_scalable]
-    starts_ab = [(a.vertex, int(r)) for a in abnormal[scales[-1]][:MAX_STARTS] for r in a.ranks[:2]]
-    ppg = build_ppg(psg, big)
-    paths = backtrack_all(ppg, starts_ns, starts_ab, big.wait.sum(axis=1))
+    ns_mask = ((loss_total >= floor) | (own_mpi_cost > 0)) & (floor > 0)
+    non_scalable = [int(c) for c in np.argsort(-loss_total, kind="stable") if ns_mask[c]][:MAX_STARTS]
+    prof = big.profile
 
-    own_median = np.median(own_big, axis=0) if big.nranks else np.zeros(nv)
-    # excess within the sampling error of a vertex is no evidence of extra work
-    noise = sampling_noise(psg, big)
+    def instance(c: int, r: int, values: np.ndarray) -> int:
+        return cons.dominant(c, values[r])
 
-    def cost(v: int, r: int) -> float:
-        if startup[v]:
+    starts_ns = [(instance(c, int(stats.argmax[c]), prof.time), int(stats.argmax[c])) for c in non_scalable]
+    starts_ab = [(instance(a.vertex, int(r), prof.wait if a.metric == "wait" else prof.time), int(r))
+                 for a in abnormal[scales[-1]][:MAX_STARTS] for r in a.ranks[:2]]
+    ppg = build_ppg(psg, prof)
+    paths = backtrack_all(ppg, starts_ns, starts_ab, prof.wait.sum(axis=1))
+
+    own_median = np.median(big.own, axis=0) if prof.nranks else np.zeros(nc)
+    noise = noise_of_samples(big.samples, is_mpi, float(prof.meta.get("hz") or 0.0))
+
+    @lru_cache(maxsize=None)
+    def excess(c: int, r: int) -> float:
+        """Sampled excess beyond the sampling error, no more than the exact segment excess."""
+        if startup[c] or is_mpi[c]:
             return 0.0
-        excess = float(own_big[r, v] - own_median[v])
-        return (excess if excess > noise[v] else 0.0) + float(loss_own[v])
+        e = float(big.own[r, c] - own_median[c])
+        if e <= noise[c]:
+            return 0.0
+        exact = segment_excess(psg, prof, cons.instances[c], r)
+        return e if exact is None else min(e, exact)
 
-    causes: dict[int, dict] = {}
+    # with thin evidence a computation cost within a rank's sampling error is not told from noise
+    thin, _, rank_error = thin_evidence(prof, floor)
+    comp_floor = max(floor, rank_error) if thin else floor
+    rank_own = big.own[:, ~startup].sum(axis=1)
+    lateness = rank_own - (np.median(rank_own) if prof.nranks else 0.0)
+    found: list[Cause] = []
     for path in paths:
-        v, r, c = _root_of(path, cost, loss_own, floor)
-        if c < floor or c <= 0:
+        v0, r0 = path.start
+        if startup_v[v0]:
             continue
-        if v not in causes or causes[v]["cost"] < c:
-            causes[v] = {"vertex": v, "rank": r, "cost": c, "path": path}
-    ranked = sorted(causes.values(), key=lambda x: -x["cost"])[:top]
+        if psg.kind[v0] == MPI:
+            cause = path_cause(path, cons.cid, np.asarray(psg.kind) == MPI, excess,
+                               float(big.wait[r0, cons.cid[v0]]), own_mpi_cost)
+        else:
+            cause = compute_start_cause(path, cons.cid, excess, lateness, own_comp_loss)
+        if cause is not None and floor > 0 and cause.cost >= (floor if is_mpi[cause.construct] else comp_floor):
+            found.append(cause)
+    ranked = keep_costliest(found)[:top]
 
+    shown_ns = non_scalable[:top * 2]
     return {
         "scales": scales,
         "run_time": {str(p): times[p] for p in scales},
         "thresholds": {"abnorm_thd": abnorm_thd, "min_share": min_share, "min_seconds": floor,
                        "clusters": clusters, "ideal": "weak" if weak else "strong"},
-        "notes": _notes(multi, startup_share, min_share, scales[-1]),
+        "notes": _notes(multi, startup_share, min_share, scales[-1]) + evidence_notes(prof, floor, scales[-1]),
+        "oversubscribed": {str(p): sm.oversubscribed[p] for p in scales},
+        "sampling": {"thin": thin, "median_samples": typical_samples(prof), "error_seconds": rank_error},
         "problem_found": bool(ranked),
-        "root_causes": [_cause_entry(psg, fits, x, scales, y_total, y_max, loss_total, abnormal, total_time, stats,
-                                     fits_max, weak) for x in ranked],
-        "non_scalable": [_vertex_brief(psg, v, fits, loss_total, total_time, stats) for v in non_scalable[:top * 2]],
-        "abnormal": [_abnormal_entry(psg, a) for a in abnormal[scales[-1]][:top * 2]],
+        "root_causes": [_cause_entry(psg, cons, prof, fits, x, scales, y_total, y_max, loss_total, abnormal, total_time,
+                                     stats, fits_max, weak) for x in ranked],
+        "non_scalable": [_construct_brief(psg, cons, c, fits, loss_total, total_time, stats, prof.time)
+                         for c in shown_ns],
+        "abnormal": [_abnormal_entry(psg, cons, a, prof) for a in abnormal[scales[-1]][:top * 2]],
     }
 
 
@@ -209,70 +264,70 @@ def _notes(multi: bool, startup_share: float, min_share: float, big: int) -> lis
     return notes
 
 
-def _root_of(path: Path, cost, loss_own: np.ndarray, floor: float) -> tuple[int, int, float]:
-    costs = [cost(s.vertex, s.rank) for s in path.steps]
-    best = int(np.argmax(costs)) if costs else 0
-    if costs and costs[best] >= floor and costs[best] > 0:
-        s = path.steps[best]
-        return s.vertex, s.rank, costs[best]
-    # nothing on the path did significant extra work: a non-scalable start is named with its own
-    # loss (e.g. a collective that is slow by itself); waiting with no visible cause is no cause
-    v, r = path.start
-    return v, r, float(loss_own[v]) if path.reason == "non-scalable" else 0.0
-
-
 def _where(psg: PSG, v: int) -> dict:
     return {"vertex": v, "location": psg.location(v), "file": psg.file[v], "line": psg.line_first[v],
             "line_last": psg.line_last[v], "function": psg.function[v], "kind": psg.kind_name(v),
             "name": psg.name[v]}
 
 
-def _model(fits, v: int, scales: list[int]) -> dict:
-    if fits.choice[v] < 0:
+def _model(fits, c: int, scales: list[int]) -> dict:
+    if fits.choice[c] < 0:
         return {"model": None, "note": "needs >= 2 scales"}
-    pred = fits.predict(np.array([2 * scales[-1], 4 * scales[-1]], dtype=float))[v]
-    return {"model": fits.model_text(v), "log_log_slope": float(fits.slope[v]),
-            "cv_error": None if np.isnan(fits.cv_error[v]) else float(fits.cv_error[v]),
+    pred = fits.predict(np.array([2 * scales[-1], 4 * scales[-1]], dtype=float))[c]
+    return {"model": fits.model_text(c), "log_log_slope": float(fits.slope[c]),
+            "cv_error": None if np.isnan(fits.cv_error[c]) else float(fits.cv_error[c]),
             "predicted": {str(2 * scales[-1]): float(pred[0]), str(4 * scales[-1]): float(pred[1])}}
 
 
-def _vertex_brief(psg, v, fits, loss_total, total_time, stats) -> dict:
-    return {**_where(psg, v), "mean_time": float(stats.mean[v]), "max_time": float(stats.max[v]),
-            "imbalance": float(stats.imbalance[v]), "scaling_loss": float(loss_total[v]),
-            "loss_share": float(loss_total[v] / total_time) if total_time > 0 else 0.0,
-            "model": fits.model_text(v)}
+def _construct_brief(psg, cons: Constructs, c, fits, loss_total, total_time, stats, time) -> dict:
+    v = cons.dominant(c, time.sum(axis=0))
+    return {**_where(psg, v), "construct": int(c), "instances": len(cons.instances[c]),
+            "contexts": contexts(psg, cons.instances[c], time.sum(axis=0) / max(time.shape[0], 1)),
+            "mean_time": float(stats.mean[c]), "max_time": float(stats.max[c]),
+            "imbalance": float(stats.imbalance[c]), "scaling_loss": float(loss_total[c]),
+            "loss_share": float(loss_total[c] / total_time) if total_time > 0 else 0.0,
+            "model": fits.model_text(c)}
 
 
-def _abnormal_entry(psg: PSG, a: Abnormal, max_ranks: int = 16) -> dict:
-    return {**_where(psg, a.vertex), "metric": a.metric, "median": a.median,
-            "nranks": int(len(a.ranks)),
+def _abnormal_entry(psg: PSG, cons: Constructs, a: Abnormal, prof: RunProfile, max_ranks: int = 16) -> dict:
+    values = prof.wait if a.metric == "wait" else prof.time
+    r = int(a.ranks[0]) if len(a.ranks) else 0
+    v = cons.dominant(a.vertex, values[r]) if prof.nranks else cons.instances[a.vertex][0]
+    return {**_where(psg, v), "construct": int(a.vertex), "instances": len(cons.instances[a.vertex]),
+            "metric": a.metric, "median": a.median, "nranks": int(len(a.ranks)),
             "ranks": [{"rank": int(r), "ratio": float(q) if np.isfinite(q) else None, "excess": float(e)}
                       for r, q, e in list(zip(a.ranks, a.ratio, a.excess))[:max_ranks]]}
 
 
-def _cause_entry(psg, fits, x, scales, y_total, y_max, loss_total, abnormal, total_time, stats, fits_max,
-                 weak) -> dict:
-    v = x["vertex"]
-    path: Path = x["path"]
+def _cause_entry(psg, cons: Constructs, prof: RunProfile, fits, x: Cause, scales, y_total, y_max, loss_total,
+                 abnormal, total_time, stats, fits_max, weak) -> dict:
+    c, v, prof_rank = x.construct, x.vertex, x.rank
+    path = x.path
     # the walk goes on to the program's start; the part worth showing ends at the cause
     steps = path.steps
     for i, s in enumerate(steps):
-        if (s.vertex, s.rank) == (v, x["rank"]):
+        if cons.cid[s.vertex] == c and s.rank == prof_rank:
             steps = steps[:i + 1]
             break
-    own_abn = [_abnormal_entry(psg, a) for a in abnormal[scales[-1]] if a.vertex == v]
-    abnormal_at = [p for p in scales if any(a.vertex == v for a in abnormal[p])]
+    big = abnormal[scales[-1]]
+    own_abn = [a for a in big if a.vertex == c]
+    abnormal_at = [p for p in scales if any(a.vertex == c for a in abnormal[p])]
+    start_v, start_r = path.start
     return {
-        **_where(psg, v), "rank": x["rank"], "cost": x["cost"],
-        "cost_share": x["cost"] / total_time if total_time > 0 else 0.0,
-        "time_share": float(stats.mean[v] / total_time) if total_time > 0 else 0.0,
-        "mean_time": {str(p): float(y_total[v, i]) for i, p in enumerate(scales)},
-        "max_time": {str(p): float(y_max[v, i]) for i, p in enumerate(scales)},
-        "scaling_loss": float(loss_total[v]), **_model(fits, v, scales),
-        "slowest_rank": {**_model(fits_max, v, scales), "scaling_loss": float(
-            scaling_loss(scales, y_max[v:v + 1], weak)[0, -1]) if len(scales) > 1 else 0.0},
-        "abnormal": own_abn, "abnormal_at_scales": abnormal_at,
-        "found_from": {"reason": path.reason, **_where(psg, path.start[0]), "rank": path.start[1]},
+        **_where(psg, v), "construct": int(c), "rank": prof_rank, "cost": x.cost,
+        "cost_share": x.cost / total_time if total_time > 0 else 0.0,
+        "explains": {**x.explains, "location": psg.location(x.explains["vertex"]),
+                     "name": psg.name[x.explains["vertex"]], "kind": psg.kind_name(x.explains["vertex"])},
+        "contexts": contexts(psg, cons.instances[c], prof.time[prof_rank]),
+        "time_share": float(stats.mean[c] / total_time) if total_time > 0 else 0.0,
+        "mean_time": {str(p): float(y_total[c, i]) for i, p in enumerate(scales)},
+        "max_time": {str(p): float(y_max[c, i]) for i, p in enumerate(scales)},
+        "scaling_loss": float(loss_total[c]), **_model(fits, c, scales),
+        "slowest_rank": {**_model(fits_max, c, scales), "scaling_loss": float(
+            scaling_loss(scales, y_max[c:c + 1], weak)[0, -1]) if len(scales) > 1 else 0.0},
+        "abnormal": [_abnormal_entry(psg, cons, a, prof) for a in own_abn],
+        "abnormal_at_scales": abnormal_at,
+        "found_from": {"reason": path.reason, **_where(psg, start_v), "rank": start_r},
         "path": [{"vertex": s.vertex, "rank": s.rank, "via": s.via, "location": psg.location(s.vertex),
                   "kind": psg.kind_name(s.vertex), "name": psg.name[s.vertex]} for s in steps],
     }

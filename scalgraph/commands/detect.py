@@ -41,7 +41,7 @@ def run(args) -> int:
     exp = read_experiment(args.experiment)
     profiles, evidence = with_trace_evidence(exp)
     result = analyse(exp.psg, profiles, abnorm_thd=args.abnorm_thd, min_share=args.min_share,
-                     clusters=args.clusters, top=args.top, weak=args.weak)
+                     clusters=args.clusters, top=args.top, weak=args.weak, host_cores=exp.meta.get("cores"))
     result["notes"] = exp.warnings + [evidence["note"]] + result["notes"]
     result["evidence"] = {k: v for k, v in evidence.items() if k != "note"}
     if args.json:

@@ -1,5 +1,10 @@
 """Writers for the detection result (the dict built by scalgraph.analysis.detect.analyse):
-terminal text with source excerpts, and JSON for machines."""
+terminal text with source excerpts, and JSON for machines.
+
+A root cause's `cost` is the seconds of waiting it explains (or, for code nobody waits on, the run
+time it adds; for an MPI call that is its own cause, its scaling loss): `explains` says which, and
+where the waiting was.  A cause is a source construct: `contexts` lists the instances summed into
+it (unrolled or inlined copies, call sites), heaviest first."""
 from __future__ import annotations
 
 import json
@@ -92,19 +97,23 @@ def write_text(result: dict, out, experiment: str = "", source_roots: list[pathl
     for note in result["notes"]:
         w(f"note: {note}\n")
     if not result["problem_found"]:
-        w(f"\nNo scaling problem found: no code costs {t['min_share'] * 100:g}% of the run time or more at "
-          f"p={big}, neither by its own scaling loss nor by a rank exceeding {t['abnorm_thd']} x the median.\n")
+        thin = result.get("sampling", {}).get("thin")
+        w(f"\nNo scaling problem found{' above the sampling noise (see the note on thin evidence)' if thin else ''}: "
+          f"no code costs {t['min_share'] * 100:g}% of the run time or more at p={big}, neither by its own scaling "
+          f"loss nor by a rank exceeding {t['abnorm_thd']} x the median.\n")
         if result["non_scalable"]:
             k = len(result["non_scalable"])
-            w(f"({k} {'vertex loses' if k == 1 else 'vertices lose'} time at p={big}, but to waiting or in collective "
-              "calls below the noise guard, with no code behind it that stands out: load noise or more ranks "
-              "than cores?)\n")
+            w(f"({k} {'construct loses' if k == 1 else 'constructs lose'} time at p={big}, but to waiting with no "
+              "computation behind it that stands out, or in MPI calls that move no more per rank as p grows: "
+              "load noise, or more ranks than cores?)\n")
             _write_symptoms(result, w)
         return
     for n, c in enumerate(result["root_causes"], 1):
         w(f"\n#{n} {c['location']}  in {c['function']}  [{c['kind']} {c['name']}]  rank {c['rank']}\n")
-        w(f"   cost {_fmt_s(c['cost'])} = {c['cost_share'] * 100:.1f}% of the run time at p={big}; "
+        w(f"   cost {_fmt_s(c['cost'])} = {c['cost_share'] * 100:.1f}% of the run time at p={big}: {_explains(c)}; "
           f"mean time share {c['time_share'] * 100:.1f}%\n")
+        for line in _contexts_text(c.get("contexts") or []):
+            w(f"   {line}\n")
         means = ", ".join(f"p={p}: {_fmt_s(c['mean_time'][str(p)])} / {_fmt_s(c['max_time'][str(p)])}" for p in scales)
         w(f"   time per rank, mean / slowest: {means}\n")
         if c.get("model"):
@@ -127,6 +136,39 @@ def write_text(result: dict, out, experiment: str = "", source_roots: list[pathl
     _write_symptoms(result, w)
 
 
+def _explains(c: dict) -> str:
+    """What the cost is, in words (the JSON has it as `explains`)."""
+    e = c.get("explains") or {}
+    what = e.get("what")
+    if what == "waiting":
+        return (f"explains that much of the {_fmt_s(e['waiting'])} rank {e['rank']} waited at {e['name']} "
+                f"({e['location']})")
+    if what == "own scaling":
+        return "the call's own cost grows with p (what it moves per rank grows, or its time beats a log2(p) latency model)"
+    if what == "run time":
+        return f"rank {c['rank']} spends it beyond the median rank or it does not shrink with p (nobody's waiting explained)"
+    return "cost"
+
+
+def _contexts_text(ctx: list[dict], limit: int = 3) -> list[str]:
+    """The instances summed into one construct (unrolled or inlined copies, several call sites)."""
+    if len(ctx) < 2:
+        return []
+    shown = "; ".join(f"{x['call_path']} {_fmt_s(x['seconds'])}" for x in ctx[:limit])
+    more = f"; and {len(ctx) - limit} more" if len(ctx) > limit else ""
+    return [f"{len(ctx)} contexts summed, heaviest first on this rank: {shown}{more}"]
+
+
+def _symptom_label(n: dict, same_place: int) -> str:
+    """A non-scalable construct's line; when several share a location, what tells them apart."""
+    label = f"{n['location']}  in {n['function']}  [{n['kind']} {n['name']}]"
+    if n.get("instances", 1) > 1:
+        label += f" x{n['instances']} contexts"
+    if same_place > 1 and n.get("contexts"):
+        label += f" via {n['contexts'][0]['call_path']}"
+    return label
+
+
 def _write_symptoms(result: dict, w, limit: int = 5) -> None:
     """Where the time is lost (often waiting that the causes above explain)."""
     big = result["scales"][-1]
@@ -134,8 +176,10 @@ def _write_symptoms(result: dict, w, limit: int = 5) -> None:
         return
     traced = ", the symptoms the causes above were traced from" if result["problem_found"] else ""
     w(f"\nnon-scalable vertices (scaling loss at p={big}{traced}):\n")
-    for n in result["non_scalable"][:limit]:
-        w(f"   {n['location']}  [{n['kind']} {n['name']}]  loss {_fmt_s(n['scaling_loss'])} "
+    shown = result["non_scalable"][:limit]
+    places = [n["location"] for n in shown]
+    for n in shown:
+        w(f"   {_symptom_label(n, places.count(n['location']))}  loss {_fmt_s(n['scaling_loss'])} "
           f"({n['loss_share'] * 100:.0f}%), imbalance {n['imbalance'] * 100:.0f}%, T(p) = {n['model']}\n")
 
 

@@ -1,0 +1,229 @@
+"""Root causes are source constructs costed by the waiting they explain (scalgraph.analysis.causes,
+constructs, mpi_cost, segments, evidence_notes), on literal profiles whose answer is known."""
+from __future__ import annotations
+
+import io
+
+import numpy as np
+
+from scalgraph.analysis import synthetic as syn
+from scalgraph.analysis.constructs import constructs
+from scalgraph.analysis.detect import analyse
+from scalgraph.analysis.segments import ending_mpi
+from scalgraph.io.report import write_text
+from scalgraph.model.profile import DEP_COLL
+
+COPIES = 11
+
+
+def _unrolled(scales=(2, 4, 8, 16), work: float = 8.0, planted: float = 0.04, slow: int = 1):
+    """A 10-iteration main loop the compiler turned into 11 calls of `step`: 11 instances of each
+    statement of step.  Rank `slow` runs `planted` seconds more in line 13 of every copy; the others
+    wait for it in each copy's Allreduce."""
+    step = ("FUNCTION", "step", 10, [("COMP", "comp", 12), ("COMP", "comp", 13), ("MPI", "MPI_Allreduce", 14)])
+    tree = ("FUNCTION", "main", 1, [("COMP", "comp", 3), ("LOOP", "loop", 5,
+                                                         [("CALL", "step", 6, [step])] * COPIES)])
+    psg = syn.psg_from_tree(tree, "is.c")
+    work_v = [v for v in range(len(psg)) if psg.line_first[v] == 12]
+    plant_v = [v for v in range(len(psg)) if psg.line_first[v] == 13]
+    allr_v = [v for v in range(len(psg)) if psg.line_first[v] == 14]
+    rng = np.random.default_rng(9)
+    runs = {}
+    for p in scales:
+        t = np.zeros((p, len(psg)))
+        w = np.zeros_like(t)
+        t[:, syn.vertex_at(psg, 3)] = 0.02
+        t[:, work_v] = work / p / COPIES * (1 + 0.01 * rng.standard_normal((p, COPIES)))
+        t[slow, plant_v] = planted
+        w[:, allr_v] = planted
+        w[slow, allr_v] = 0.0
+        t[:, allr_v] = 1e-4 + w[:, allr_v]
+        rows = [(r, v, DEP_COLL, -1, -1, syn.WORLD, 1, 8, w[r, v]) for r in range(p) for v in allr_v]
+        runs[p] = syn._profile(psg, p, t, w, rows)
+    return psg, runs, plant_v
+
+
+def test_unrolled_copies_under_the_floor_each_are_one_cause_above_it_together():
+    psg, runs, plant_v = _unrolled()
+    result = analyse(psg, runs)
+    floor = result["thresholds"]["min_seconds"]
+    assert 0.04 < floor < 0.04 * COPIES                  # each copy alone is below the reporting floor
+    top = result["root_causes"][0]
+    assert (top["line"], top["function"], top["rank"]) == (13, "step", 1)
+    assert abs(top["cost"] - 0.04 * COPIES) < 0.03
+    assert len(top["contexts"]) == COPIES and top["vertex"] in plant_v
+    assert len({c["call_path"] for c in top["contexts"]}) == COPIES          # the copies told apart
+    assert [c["dominant"] for c in top["contexts"]].count(True) == 1
+    # the waiting Allreduce is one symptom with its 11 contexts, not 11 lines alike
+    allr = [n for n in result["non_scalable"] if n["name"] == "MPI_Allreduce"]
+    assert len(allr) == 1 and allr[0]["instances"] == COPIES
+
+
+def test_constructs_sum_instances_per_rank():
+    psg, runs, plant_v = _unrolled(scales=(4,))
+    cons = constructs(psg)
+    c = int(cons.cid[plant_v[0]])
+    assert sorted(cons.instances[c]) == sorted(plant_v) and len(set(cons.cid[plant_v])) == 1
+    summed = cons.sum_columns(runs[4].time)
+    assert summed.shape == (4, len(cons))
+    assert np.isclose(summed[1, c], 0.04 * COPIES) and np.isclose(summed[0, c], 0.0)
+    assert np.allclose(summed.sum(axis=1), runs[4].time.sum(axis=1))
+
+
+def test_report_lines_of_constructs_sharing_a_location_are_told_apart():
+    """Two functions with an MPI_Allreduce on the same line (a macro in a shared header): two
+    constructs, and their report lines differ."""
+    tree = ("FUNCTION", "main", 1, [("LOOP", "loop", 2, [
+        ("CALL", "a", 3, [("FUNCTION", "a", 20, [("COMP", "comp", 21), ("MPI", "MPI_Allreduce", 5)])]),
+        ("CALL", "b", 4, [("FUNCTION", "b", 30, [("COMP", "comp", 31), ("MPI", "MPI_Allreduce", 5)])])])])
+    psg = syn.psg_from_tree(tree, "x.h")
+    allr = [v for v in range(len(psg)) if psg.line_first[v] == 5]
+    runs = {}
+    for p in (2, 4, 8):
+        t = np.zeros((p, len(psg)))
+        t[:, [syn.vertex_at(psg, 21), syn.vertex_at(psg, 31)]] = 2.0 / p
+        t[:, allr] = 0.1 + 0.05 * p                     # both lose time (waiting on noise, say)
+        w = np.zeros_like(t)
+        w[:, allr] = t[:, allr] - 1e-4
+        rows = [(r, v, DEP_COLL, -1, -1, syn.WORLD, 10, 8, w[r, v]) for r in range(p) for v in allr]
+        runs[p] = syn._profile(psg, p, t, w, rows)
+    result = analyse(psg, runs)
+    lines = [n for n in result["non_scalable"] if n["name"] == "MPI_Allreduce"]
+    assert len(lines) == 2 and {n["function"] for n in lines} == {"a", "b"}
+    out = io.StringIO()
+    write_text(result, out)
+    shown = [ln for ln in out.getvalue().splitlines() if "MPI_Allreduce]" in ln]
+    assert len(shown) == 2 and len(set(shown)) == 2
+
+
+def _oversubscribed(runs, cores: int = 2):
+    for p, prof in runs.items():
+        prof.meta.update(cores=[cores] * p, ranks_on_host=[p] * p)
+
+
+def test_a_collective_with_a_large_scaling_loss_on_the_path_does_not_swallow_the_compute_cause():
+    """Rank 1's extra work makes everybody wait; under oversubscription every rank also sits ever
+    longer in the fixed-size Allreduce itself.  The loop is the cause, the Allreduce is not."""
+    psg, runs, comp = syn.cg_like(slow=1)
+    allr = syn.vertex_at(psg, 20)
+    for p, prof in runs.items():
+        prof.time[:, allr] += 0.6 * p / 16            # own time in the call, grows with p
+    _oversubscribed(runs)
+    result = analyse(psg, runs)
+    ns = {n["vertex"]: n["scaling_loss"] for n in result["non_scalable"]}
+    assert ns[allr] > 0.4 + 0.1                        # its loss is larger than the cause's cost
+    assert [c["vertex"] for c in result["root_causes"]] == [comp]
+    top = result["root_causes"][0]
+    assert top["rank"] == 1 and abs(top["cost"] - 0.4) < 0.05
+    assert top["explains"]["what"] == "waiting" and top["explains"]["waiting"] >= top["cost"]
+
+
+def test_the_cost_of_planted_work_is_capped_by_the_waiting_it_explains():
+    """Rank 1 does 0.12 s more (below AbnormThd: found only by backtracking), but the others waited
+    only 0.06 s for it: the cause costs 0.06 s, not its excess."""
+    psg, runs, comp = syn.cg_like(slow=1, extra=0.12)
+    recv, allr = syn.vertex_at(psg, 16), syn.vertex_at(psg, 20)
+    for p, prof in runs.items():
+        for v in (recv, allr):
+            w = np.where(prof.wait[:, v] > 0.01, 0.06, prof.wait[:, v])
+            prof.time[:, v] += w - prof.wait[:, v]
+            prof.wait[:, v] = w
+            rows = prof.deps["vertex"] == v
+            prof.deps["wait"][rows] = w[prof.deps["rank"][rows]]
+        prof.meta["hz"] = 10_000                       # fine sampling: 0.12 s is well resolved
+        prof.samples[:] = np.rint(prof.time * 10_000).astype(np.int64)
+    result = analyse(psg, runs)
+    top = result["root_causes"][0]
+    assert (top["vertex"], top["rank"]) == (comp, 1)
+    assert top["abnormal"] == []
+    assert abs(top["cost"] - 0.06) < 0.01
+    assert abs(top["explains"]["waiting"] - 0.06) < 1e-9
+
+
+def _collective_runs(grows: bool):
+    psg, runs, a2a = syn.bad_collective()
+    if not grows:
+        for prof in runs.values():
+            prof.deps["bytes"][:] = 1024
+    _oversubscribed(runs)
+    return psg, runs, a2a
+
+
+def test_collective_moving_more_per_rank_as_p_grows_is_its_own_cause_even_oversubscribed():
+    psg, runs, a2a = _collective_runs(grows=True)
+    result = analyse(psg, runs)
+    assert [c["vertex"] for c in result["root_causes"]] == [a2a]
+    assert result["root_causes"][0]["explains"]["what"] == "own scaling"
+    assert result["oversubscribed"]["16"]
+
+
+def test_the_same_time_growth_with_a_fixed_volume_is_no_cause_when_oversubscribed():
+    psg, runs, a2a = _collective_runs(grows=False)
+    result = analyse(psg, runs)
+    assert result["root_causes"] == []
+    assert any(n["vertex"] == a2a for n in result["non_scalable"])
+
+
+def test_p2p_halo_whose_neighbour_count_saturates_is_not_growing_volume():
+    from scalgraph.analysis.mpi_cost import volume_grows
+    scales = [2, 4, 8, 16]
+    halo = np.array([[8.0, 12.0, 14.0, 15.0]])           # edge ranks have one neighbour
+    a2a = np.array([[2.0, 4.0, 8.0, 16.0]])
+    fixed = np.ones((1, 4))
+    assert not volume_grows(scales, halo, fixed)[0]
+    assert volume_grows(scales, a2a, fixed)[0] and volume_grows(scales, fixed, a2a)[0]
+
+
+def test_ending_mpi_calls_of_a_computation_follow_execution_order():
+    psg = syn.psg_from_tree(syn.CG_TREE)
+    at = lambda line: syn.vertex_at(psg, line)  # noqa: E731
+    assert ending_mpi(psg, at(12)) == {at(15)}
+    assert ending_mpi(psg, at(10)) == {at(15)}            # the loop header runs before its body's first call
+    assert ending_mpi(psg, at(5)) == {at(15)}             # the loop may not run, but nothing follows it
+    assert ending_mpi(psg, at(40)) == set()
+
+
+def _with_exact_segments(supports: bool):
+    psg, runs, comp = syn.cg_like(slow=1)
+    send = syn.vertex_at(psg, 15)
+    for prof in runs.values():
+        cpu = prof.time[:, comp].copy()
+        if not supports:
+            cpu[:] = np.median(cpu)                     # the exact segment shows no extra work on rank 1
+        prof.comp_cpu[:, send] = cpu
+        prof.comp_wall[:, send] = cpu
+    return psg, runs, comp
+
+
+def test_sampled_excess_that_the_exact_segment_does_not_support_is_noise():
+    psg, runs, comp = _with_exact_segments(supports=False)
+    result = analyse(psg, runs)
+    assert all(c["vertex"] != comp for c in result["root_causes"])
+    psg, runs, comp = _with_exact_segments(supports=True)
+    top = analyse(psg, runs)["root_causes"][0]
+    assert top["vertex"] == comp and abs(top["cost"] - 0.4) < 0.05
+
+
+def test_thin_evidence_is_said_and_not_reported_as_a_clean_bill():
+    psg, runs, _ = syn.balanced(work=0.3)                # ~4 samples per rank and vertex at p=16
+    result = analyse(psg, runs)
+    assert result["sampling"]["thin"] and not result["problem_found"]
+    note = next(n for n in result["notes"] if n.startswith("thin evidence"))
+    assert "median of" in note and "--hz" in note and "run longer" in note
+    out = io.StringIO()
+    write_text(result, out)
+    assert "No scaling problem found above the sampling noise" in out.getvalue()
+    psg, runs, _ = syn.balanced(work=8.0)
+    for prof in runs.values():                          # 0.5 s per rank at 10 kHz: 5000 samples
+        prof.meta["hz"] = 10_000
+        prof.samples[:] = np.rint(prof.time * 10_000).astype(np.int64)
+    long = analyse(psg, runs)
+    assert not long["sampling"]["thin"] and not any(n.startswith("thin evidence") for n in long["notes"])
+
+
+def test_itimer_fallback_is_noted():
+    psg, runs, _ = syn.balanced()
+    assert not any("ITIMER_PROF" in n for n in analyse(psg, runs)["notes"])
+    for prof in runs.values():
+        prof.meta["sampler"] = "itimer"
+    assert any("ITIMER_PROF" in n for n in analyse(psg, runs)["notes"])
