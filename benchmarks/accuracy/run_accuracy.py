@@ -384,11 +384,25 @@ def build(prog: Program, src: pathlib.Path, tools: Tools, log: pathlib.Path) -> 
 
 
 def scalgraph(tools: Tools, args: list, cwd: pathlib.Path, timeout: float) -> subprocess.CompletedProcess:
+    """One scalgraph command.  Past the timeout it gets SIGTERM first: `scalgraph run` then stops the
+    ranks it started (SIGKILL would leave them running)."""
+    proc = subprocess.Popen([*tools.scalgraph, *args], cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            stdin=subprocess.DEVNULL, text=True)
     try:
-        return subprocess.run([*tools.scalgraph, *args], cwd=cwd, capture_output=True, text=True, timeout=timeout,
-                              stdin=subprocess.DEVNULL)
+        out, err = proc.communicate(timeout=timeout)
+        return subprocess.CompletedProcess(args, proc.returncode, out, err)
     except subprocess.TimeoutExpired:
+        proc.terminate()
+        try:
+            proc.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.communicate()
         return subprocess.CompletedProcess(args, -1, "", f"scalgraph {args[0]} took more than {timeout:g} s")
+    except BaseException:
+        proc.terminate()
+        proc.wait()
+        raise
 
 
 @dataclasses.dataclass
@@ -624,16 +638,23 @@ def main(argv: list[str] | None = None) -> int:
         sources = pathlib.Path(args.sources)
         if not sources.is_dir():
             raise UserError(f"--sources {sources}: no such directory")
+        if args.json_out and not pathlib.Path(args.json_out).resolve().parent.is_dir():
+            raise UserError(f"--json-out {args.json_out}: its directory does not exist")
         programs = select(load_manifest(pathlib.Path(args.manifest)), args.programs)
         setup = Setup(Tools.find(), parse_scales(args.scales), args.timeout)
     except UserError as e:
         print(f"run_accuracy: {e}", file=sys.stderr)
         return 2
     results = []
-    for prog in programs:
-        results.append(evaluate(prog, setup, sources, modes, args.repeat, args.keep))
-        if args.json_out:
-            write_json(pathlib.Path(args.json_out), setup, modes, args.repeat, results)
+    try:
+        for prog in programs:
+            results.append(evaluate(prog, setup, sources, modes, args.repeat, args.keep))
+            if args.json_out:
+                write_json(pathlib.Path(args.json_out), setup, modes, args.repeat, results)
+    except KeyboardInterrupt:
+        print(table(results, modes, args.repeat))
+        print(f"run_accuracy: interrupted; {len(results)} of {len(programs)} programs done", file=sys.stderr)
+        return 130
     print(table(results, modes, args.repeat))
     if args.keep:
         for r in results:
