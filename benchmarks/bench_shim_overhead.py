@@ -1,11 +1,12 @@
 """Overhead of the runtime shim: wall time of sample programs built with sgcc (probes + shim, sampling
-at 200 Hz) divided by the same program built plainly (SCALGRAPH_NO_INSTRUMENT=1 sgcc: same compiler,
+at --hz, default the shim's 1000 Hz, with --sampler, default task-clock) divided by the same program built plainly (SCALGRAPH_NO_INSTRUMENT=1 sgcc: same compiler,
 same flags, no probes, no shim).  Both run in the same session, interleaved (plain, instrumented,
 plain, ...), and the median of the per-pair ratios is printed; then the bytes of each rank file for
 the default iterations and for ten times as many (they must not grow).
 
     .venv/bin/python benchmarks/bench_shim_overhead.py                 # cg zeusmp masterworker, 4 and 8 ranks
     .venv/bin/python benchmarks/bench_shim_overhead.py --samples cg --ranks 4 --reps 3
+    .venv/bin/python benchmarks/bench_shim_overhead.py --hz 10000 --sampler itimer
     .venv/bin/python benchmarks/bench_shim_overhead.py --only-calls       # ns added per probe / MPI call
 """
 from __future__ import annotations
@@ -23,6 +24,7 @@ import time
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 BIN = pathlib.Path(sys.executable).parent
 SAMPLES = {"cg": "cg/cg.c", "zeusmp": "zeusmp/zeusmp.c", "masterworker": "masterworker/masterworker.c"}
+SAMPLING = {"SCALGRAPH_HZ": "1000", "SCALGRAPH_SAMPLER": "task-clock"}   # set from the command line
 
 
 def build(sample: str, out_dir: pathlib.Path) -> tuple[pathlib.Path, pathlib.Path]:
@@ -42,7 +44,7 @@ def cpu_seconds() -> float:
 
 def wall(exe: pathlib.Path, ranks: int, out: pathlib.Path, args=(), cpu: list | None = None) -> float:
     """Wall seconds of one mpiexec run; its CPU seconds (all ranks, user+system) appended to `cpu`."""
-    env = dict(os.environ, SCALGRAPH_OUT=str(out), SCALGRAPH_HZ="200")
+    env = dict(os.environ, SCALGRAPH_OUT=str(out), **SAMPLING)
     c0, t0 = cpu_seconds(), time.perf_counter()
     subprocess.run([str(BIN / "mpiexec"), "-n", str(ranks), str(exe), *args], env=env, check=True,
                    stdout=subprocess.DEVNULL)
@@ -104,13 +106,19 @@ def main() -> int:
     ap.add_argument("--ranks", nargs="+", type=int, default=[4, 8])
     ap.add_argument("--reps", type=int, default=5, help="interleaved pairs per sample and scale")
     ap.add_argument("--only-calls", action="store_true", help="only the per-call costs")
+    ap.add_argument("--hz", type=float, default=1000.0, help="sampling rate (default %(default)g)")
+    ap.add_argument("--sampler", choices=["task-clock", "itimer"], default="task-clock")
     args = ap.parse_args()
+    if not 0 <= args.hz <= 10000:
+        ap.error("--hz must be from 0 to 10000")
+    SAMPLING.update(SCALGRAPH_HZ=f"{args.hz:g}", SCALGRAPH_SAMPLER=args.sampler)
     if args.only_calls:
         with tempfile.TemporaryDirectory(prefix="sg-bench-") as tmpname:
             per_call_costs(pathlib.Path(tmpname), args.reps)
         return 0
     with tempfile.TemporaryDirectory(prefix="sg-bench-") as tmpname:
         tmp = pathlib.Path(tmpname)
+        print(f"sampling: {args.sampler} at {args.hz:g} Hz")
         print(f"{'sample':<13}{'ranks':>6}{'plain s':>9}{'shim s':>9}{'ratio':>8}{'cpu ratio':>11}   "
               f"(medians of {args.reps} interleaved pairs; ratios = medians of per-pair ratios)")
         all_ratios, all_cpu = [], []

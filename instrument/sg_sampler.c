@@ -113,7 +113,9 @@ static void on_task_clock(int sig, siginfo_t *si, void *uc) {
     int fd = si->si_fd;
     if (si->si_code > 0 && t != NULL && fd >= 0 && fd == __atomic_load_n(&t->perf_fd, __ATOMIC_ACQUIRE) &&
         running_) {
-        sample(t, thread_cpu_since_sample(t));
+        /* inside an MPI call: counted for the MPI vertex (timed exactly anyway) at the nominal period,
+         * and the computation's chain of CPU deltas is left alone (see skip_in_sample_base) */
+        sample(t, t->in_mpi ? period_ns_ : thread_cpu_since_sample(t));
         ioctl(fd, PERF_EVENT_IOC_REFRESH, 1);
     }
     errno = saved;

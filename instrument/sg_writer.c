@@ -258,6 +258,7 @@ __attribute__((constructor)) static void sg_start(void) {
     sg_run.start_time = sg_wall_seconds();
     gethostname(sg_run.host, sizeof sg_run.host - 1);
     sg_run.cores = sg_affinity_cores();
+    sg_cpu_clock_calibrate();
     sg_run.comm_sample = sg_env_number("SCALGRAPH_COMM_SAMPLE", 1.0, 0.0, 1.0);
     sg_thread_self();   /* the main thread gets pool slot 0 */
     sg_timer_calibrate();   /* first point; MPI_Init takes the second */
