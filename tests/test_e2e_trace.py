@@ -1,7 +1,10 @@
 """Trace mode end to end on the samples with known injected delays: build with the compile wrapper,
 `scalgraph run --trace -n 4`, `scalgraph trace --json EXP/scale-4/rep-0`, and check the report names
 the injected cause (samples/*/expected.json); the traced run prints what the plain build prints; an
-OTF2 export of the recorded trace gives the identical report."""
+OTF2 export of the recorded trace gives the identical report.  For cg, zeusmp, stencil2d and
+masterworker, traced at 2, 4 and 8 ranks: `scalgraph detect` (with the trace's wait states as
+evidence) and `scalgraph trace` (delay costs) both name the planted loop first, and the trace
+report names every MPI call path by its own line and PSG vertex."""
 from __future__ import annotations
 
 import json
@@ -11,7 +14,7 @@ import sys
 
 import pytest
 
-from test_e2e_samples import build_plain, build_with_wrapper, expected, require_parts
+from test_e2e_samples import build_plain, build_with_wrapper, expected, require_parts, within
 
 P = 4
 
@@ -144,3 +147,84 @@ def test_detect_without_traces_says_it_used_the_profiles(tmp_path):
     assert scalgraph("run", "-n", "2", "-o", str(exp), "--", str(exe), "2", cwd=tmp_path).returncode == 0
     det = scalgraph("detect", "--json", str(exp), cwd=tmp_path)
     assert json.loads(det.stdout)["evidence"] == {"waiting": "profile"}
+
+
+# --- the planted loop, named first in both trace-mode analyses -------------------------------------
+
+PLANTED = ["cg", "zeusmp", "stencil2d", "masterworker"]
+
+
+@pytest.fixture(scope="module")
+def traced_scales(tmp_path_factory):
+    """name -> (work dir, experiment traced at the sample's scales (2, 4, 8)); built and run once."""
+    done = {}
+
+    def get(name: str):
+        if name not in done:
+            require_parts(name)
+            out = tmp_path_factory.mktemp(f"trace-scales-{name}")
+            exe = build_with_wrapper(name, out)
+            exp = out / "exp"
+            scales = ",".join(map(str, expected(name)["scales"]))
+            res = scalgraph("run", "--trace", "-n", scales, "-o", str(exp), "--", str(exe), cwd=out)
+            assert res.returncode == 0, f"scalgraph run --trace failed:\n{res.stderr}"
+            done[name] = (out, exp)
+        return done[name]
+    return get
+
+
+def largest_run(exp: pathlib.Path) -> tuple[int, pathlib.Path]:
+    p = max(int(d.name.split("-")[1]) for d in exp.glob("scale-*"))
+    return p, exp / f"scale-{p}" / "rep-0"
+
+
+@pytest.mark.parametrize("name", PLANTED)
+def test_detect_with_traces_names_the_planted_loop(name, traced_scales):
+    out, exp = traced_scales(name)
+    rc = expected(name)["root_cause"]
+    det = scalgraph("detect", "--json", str(exp), cwd=out)
+    assert det.returncode == 0, det.stderr
+    rep = json.loads(det.stdout)
+    assert rep["evidence"]["waiting"] == "trace", rep["evidence"]
+    causes = rep["root_causes"]
+    listing = "\n".join(f"  {c['file']}:{c['line']} {c.get('name', '')} rank {c.get('rank')}" for c in causes[:5])
+    assert causes and pathlib.Path(causes[0]["file"]).name == rc["file"] and within(causes[0], rc["lines"]), (
+        f"{name}: expected {rc['file']}:{rc['lines']} first, got:\n{listing}")
+
+
+@pytest.mark.parametrize("name", PLANTED)
+def test_trace_delay_costs_name_the_planted_loop_first(name, traced_scales):
+    """The root cause of waiting with the largest delay cost is the planted computation, on a rank
+    that runs it, and it explains most of the waiting; no MPI call is charged as a delay."""
+    out, exp = traced_scales(name)
+    rc = expected(name)["root_cause"]
+    p, run_dir = largest_run(exp)
+    causes = report(run_dir, out)["delay"]["root_causes"]
+    listing = "\n".join(f"  {c['callpath']} {c['where']} {c['percent_of_waiting']:.0f}%" for c in causes[:5])
+    assert causes, f"{name}: no delay root causes"
+    file, line = line_of(causes[0]["where"])
+    assert file == rc["file"] and rc["lines"][0] <= line <= rc["lines"][-1], f"{name} at p={p}:\n{listing}"
+    if p == 8 and "ranks_at_8" in rc:
+        assert causes[0]["ranks"]["max_rank"] in rc["ranks_at_8"], listing
+    planted = sum(c["percent_of_waiting"] for c in causes
+                  if line_of(c["where"])[0] == rc["file"] and rc["lines"][0] <= line_of(c["where"])[1] <= rc["lines"][-1])
+    assert planted > 50.0, f"{name}: the planted loop explains only {planted:.0f}% of the waiting:\n{listing}"
+    assert all(user_code(c) for c in causes), f"{name}: an MPI call charged as a delay:\n{listing}"
+
+
+@pytest.mark.parametrize("name", PLANTED)
+def test_trace_report_names_mpi_call_paths_by_their_own_line_and_vertex(name, traced_scales):
+    from scalgraph.model.psg import psg_from_dict
+    out, exp = traced_scales(name)
+    psg = psg_from_dict(json.loads((exp / "psg.json").read_text()))
+    _, run_dir = largest_run(exp)
+    rep = report(run_dir, out)
+    mpi = [c for p in rep["patterns"] for c in p["callpaths"] if not user_code(c)]
+    mpi += [i for i in rep["instances"]]
+    assert mpi, f"{name}: no MPI call path in the report"
+    for c in mpi:
+        routine = c["callpath"].rsplit("/", 1)[-1]
+        vertex = int(c["where"].rsplit("[vertex ", 1)[1].rstrip("]"))
+        file, line = line_of(c["where"])
+        assert psg.kind_name(vertex) == "MPI" and psg.name[vertex] == routine, (c, psg.location(vertex))
+        assert line == psg.line_first[vertex] and file == pathlib.Path(psg.file[vertex]).name, c
