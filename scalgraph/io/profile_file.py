@@ -220,20 +220,29 @@ def sampler_meta(recs: list[dict]) -> dict:
 
 
 def fallback_note(run_dirs) -> str | None:
-    """One line when the profiles of these run directories were sampled with the ITIMER_PROF fallback
-    (None otherwise; unreadable files are left to `scalgraph detect` to report)."""
-    rates = []
+    """One line when ranks of these run directories were sampled with the ITIMER_PROF fallback (None
+    otherwise).  Reads the headers only; files it cannot read are left to `scalgraph detect`."""
+    rates, runs = [], 0
     for d in run_dirs:
-        for path in sorted(pathlib.Path(d).glob("rank-*.sgp")):
-            try:
-                rec = read_rank_file(path)
-            except UserError:
-                continue
-            if rec["sampler_name"] == "itimer":
-                rates.append(rec["hz_delivered"])
-            break   # one rank per run says what the host allowed
-    if not rates:
+        found = [h for h in map(_peek_header, pathlib.Path(d).glob("rank-*.sgp"))
+                 if h is not None and h["sampler"] == SAMPLERS.index("itimer")]
+        rates += [float(h["hz_delivered"]) for h in found]
+        runs += bool(found)
+    if not runs:
         return None
-    return (f"{len(rates)} run(s) sampled with the ITIMER_PROF fallback (perf events not available, or "
+    return (f"{runs} run(s) sampled with the ITIMER_PROF fallback (perf events not available, or "
             f"SCALGRAPH_SAMPLER=itimer): {np.mean(rates):.0f} samples per CPU second delivered; sampled times "
             "are tick-biased")
+
+
+def _peek_header(path: pathlib.Path):
+    """The header of a rank file of this version, or None."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read(HEADER_DTYPE.itemsize)
+    except OSError:
+        return None
+    if len(data) < HEADER_DTYPE.itemsize or data[:8] != MAGIC:
+        return None
+    h = np.frombuffer(data, HEADER_DTYPE, count=1)[0]
+    return h if int(h["version"]) == VERSION else None
