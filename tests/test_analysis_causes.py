@@ -227,3 +227,33 @@ def test_itimer_fallback_is_noted():
     for prof in runs.values():
         prof.meta["sampler"] = "itimer"
     assert any("ITIMER_PROF" in n for n in analyse(psg, runs)["notes"])
+
+
+def test_exact_segments_are_matched_by_construct_when_samples_land_in_another_copy():
+    """Measured on samples/cg with its main loop fully unrolled: the PSG had the planted loop in the
+    first copy only, so all its samples went there, while each iteration's exact computation was
+    charged to that iteration's copy of the next MPI call.  The check compares constructs (all
+    copies of the ending call), so the cause stands."""
+    with_plant = ("FUNCTION", "step", 10, [("COMP", "comp", 12), ("COMP", "comp", 13), ("MPI", "MPI_Allreduce", 14)])
+    without = ("FUNCTION", "step", 10, [("COMP", "comp", 12), ("MPI", "MPI_Allreduce", 14)])
+    copies = [("CALL", "step", 6, [with_plant])] + [("CALL", "step", 6, [without])] * (COPIES - 1)
+    psg = syn.psg_from_tree(("FUNCTION", "main", 1, [("LOOP", "loop", 5, copies)]), "is.c")
+    plant = syn.vertex_at(psg, 13)
+    work_v = [v for v in range(len(psg)) if psg.line_first[v] == 12]
+    allr_v = [v for v in range(len(psg)) if psg.line_first[v] == 14]
+    runs = {}
+    for p in (2, 4, 8, 16):
+        t = np.zeros((p, len(psg)))
+        w = np.zeros_like(t)
+        t[:, work_v] = 8.0 / p / COPIES
+        t[1, plant] = 0.04 * COPIES                     # sampled: every iteration's audit in copy 1
+        w[:, allr_v] = 0.04
+        w[1, allr_v] = 0.0
+        t[:, allr_v] = 1e-4 + w[:, allr_v]
+        rows = [(r, v, DEP_COLL, -1, -1, syn.WORLD, 1, 8, w[r, v]) for r in range(p) for v in allr_v]
+        prof = syn._profile(psg, p, t, w, rows)
+        prof.comp_cpu[:, allr_v] = t[:, work_v]          # exact: each copy's own iteration
+        prof.comp_cpu[1, allr_v] += 0.04
+        runs[p] = prof
+    top = analyse(psg, runs)["root_causes"][0]
+    assert (top["vertex"], top["rank"]) == (plant, 1) and abs(top["cost"] - 0.04 * COPIES) < 0.03

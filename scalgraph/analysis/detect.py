@@ -213,7 +213,7 @@ def analyse(psg: PSG, profiles: Mapping[int, RunProfile], abnorm_thd: float = DE
         e = float(big.own[r, c] - own_median[c])
         if e <= noise[c]:
             return 0.0
-        exact = segment_excess(psg, prof, cons.instances[c], r)
+        exact = segment_excess(psg, prof, cons.instances[c], r, cons.cid)
         return e if exact is None else min(e, exact)
 
     # with thin evidence a computation cost within a rank's sampling error is not told from noise

@@ -67,14 +67,22 @@ def ending_mpi(psg: PSG, v: int, first: _FirstMpi | None = None) -> set[int]:
     return out
 
 
-def segment_excess(psg: PSG, profile: RunProfile, instances: list[int], rank: int) -> float | None:
+def segment_excess(psg: PSG, profile: RunProfile, instances: list[int], rank: int,
+                   cid: np.ndarray | None = None) -> float | None:
     """Exact CPU seconds by which `rank` exceeds the median rank in the computation segments that
-    contain the given vertices (one construct's instances); None when not measured."""
+    contain the given vertices (one construct's instances); None when not measured.
+
+    With `cid` (construct id per vertex) the segments are those ended by *any* instance of the
+    ending MPI constructs: which copy of an unrolled loop a sample and a segment were charged to
+    need not agree, the construct does."""
     if not measured(profile):
         return None
     first = _FirstMpi(psg)
-    ends = sorted(set().union(*(ending_mpi(psg, v, first) for v in instances))) if instances else []
+    ends = set().union(*(ending_mpi(psg, v, first) for v in instances)) if instances else set()
     if not ends:
         return None
-    cpu = profile.comp_cpu[:, ends]
-    return float(np.maximum(cpu[rank] - np.median(cpu, axis=0), 0.0).sum())
+    if cid is not None:
+        ending = np.isin(cid, cid[sorted(ends)])
+        ends = set(np.flatnonzero(ending).tolist())
+    cpu = profile.comp_cpu[:, sorted(ends)].sum(axis=1)
+    return float(max(cpu[rank] - np.median(cpu), 0.0))
