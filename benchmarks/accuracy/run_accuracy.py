@@ -552,24 +552,29 @@ def summarise(runs: list[dict], modes: list, repeat: int) -> dict:
 # ---------------------------------------------------------------------------------------------- output
 
 def table(results: list[dict], modes: list, repeat: int) -> str:
-    rows = [f"{'program':<14} {'mode':<13} {'top-1':>6} {'top-3':>6} {'control':>8}  notes",
-            f"{'':<14} {'':<13} {'(of ' + str(repeat) + ')':>6} {'':>6} {'pass':>8}"]
+    """Per program and mode: hits / completed planted runs, control passes / completed control runs."""
+    rows = [f"{repeat} repetition(s) per program, variant and mode; a cell is hits / runs that completed",
+            f"{'program':<14} {'mode':<13} {'top-1':>7} {'top-3':>7} {'control':>8}  notes"]
     for r in results:
         for mode in modes:
-            s = r["summary"][mode]
-            has_plant = "plant" in r
-            top1 = f"{s['top1']}/{repeat}" if has_plant else "-"
-            top3 = f"{s['top3']}/{repeat}" if has_plant else "-"
-            ctrl = f"{s['control_pass']}/{repeat}" if s["control_ok"] or s["control_failed"] else "-"
-            failed = s["planted_failed"] + s["control_failed"]
-            notes = [f"{failed} run(s) failed" if failed else ""]
-            rows.append(f"{r['name']:<14} {mode:<13} {top1:>6} {top3:>6} {ctrl:>8}  {' '.join(n for n in notes if n)}")
-        for err in r["errors"]:
-            rows.append(f"{r['name']:<14} {'':<13} {r['status'].upper()}: {err}")
+            rows.append(row(r["name"], mode, r["summary"][mode], "plant" in r))
+        rows += [f"{r['name']:<14} {'':<13} {r['status'].upper()}: {err}" for err in r["errors"]]
         failures = sorted({run["error"] for run in r["runs"] if run["status"] != "ok"})
-        for err in failures[:3]:
-            rows.append(f"{r['name']:<14} {'':<13} RUN FAILED: {err}")
+        rows += [f"{r['name']:<14} {'':<13} RUN FAILED: {err}" for err in failures[:3]]
+    if len(results) > 1:
+        for mode in modes:
+            total = {k: sum(r["summary"][mode][k] for r in results) for k in results[0]["summary"][mode]}
+            rows.append(row("all", mode, total, any("plant" in r for r in results)))
     return "\n".join(rows)
+
+
+def row(name: str, mode: str, s: dict, planted: bool) -> str:
+    top1 = f"{s['top1']}/{s['planted_ok']}" if planted else "-"
+    top3 = f"{s['top3']}/{s['planted_ok']}" if planted else "-"
+    ctrl = f"{s['control_pass']}/{s['control_ok']}" if s["control_ok"] or s["control_failed"] else "-"
+    notes = [f"{s[k]} {what} run(s) failed" for k, what in (("planted_failed", "planted"), ("control_failed", "control"))
+             if s[k]]
+    return f"{name:<14} {mode:<13} {top1:>7} {top3:>7} {ctrl:>8}  {', '.join(notes)}".rstrip()
 
 
 def note(text: str) -> None:
