@@ -12,6 +12,7 @@ import pathlib
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 from test_e2e_samples import build_plain, build_with_wrapper, expected, require_parts, within
@@ -228,3 +229,27 @@ def test_trace_report_names_mpi_call_paths_by_their_own_line_and_vertex(name, tr
         file, line = line_of(c["where"])
         assert psg.kind_name(vertex) == "MPI" and psg.name[vertex] == routine, (c, psg.location(vertex))
         assert line == psg.line_first[vertex] and file == pathlib.Path(psg.file[vertex]).name, c
+
+
+@pytest.mark.parametrize("name", PLANTED)
+def test_trace_evidence_never_turns_waiting_into_own_time(name, traced_scales):
+    """On the real runs: with the trace's wait states every MPI vertex waits at least as long as the
+    profile measured, so its own time (time - waiting) is never larger than in profile mode, and each
+    (rank, vertex)'s dependence rows keep at least the profile's waiting."""
+    from scalgraph.commands.detect import with_trace_evidence
+    from scalgraph.io.experiment import read_experiment
+    _, exp_dir = traced_scales(name)
+    exp = read_experiment(exp_dir)
+    merged, evidence = with_trace_evidence(exp)
+    assert evidence["waiting"] == "trace" and evidence["traced_scales"] == exp.scales
+    assert evidence["wait_states"] > 0
+    for p in exp.scales:
+        prof, out = exp.profiles()[p], merged[p]
+        assert np.all(out.wait >= prof.wait)
+        assert np.all(np.maximum(out.time - out.wait, 0) <= np.maximum(prof.time - prof.wait, 0) + 1e-12)
+        assert np.array_equal(out.time, prof.time) and np.array_equal(out.deps[["rank", "vertex", "peer"]],
+                                                                      prof.deps[["rank", "vertex", "peer"]])
+        site = prof.deps["rank"].astype(np.int64) * prof.nvertices + prof.deps["vertex"]
+        before = np.bincount(site, weights=prof.deps["wait"])
+        after = np.bincount(site, weights=out.deps["wait"])
+        assert np.all(after >= before - 1e-9), f"{name} at p={p}: a dependence site lost waiting"
