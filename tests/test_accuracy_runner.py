@@ -132,10 +132,11 @@ def test_c_plant_goes_after_the_line_and_names_its_for(tmp_path):
 
 def test_plant_keeps_crlf_and_refuses_a_line_past_the_end(tmp_path):
     src = tmp_path / "a.cpp"
-    src.write_bytes(b"int main() {\r\n  work();\r\n}\r\n")
+    src.write_bytes(b"int main() {\r\n\f  work();\r\n}\r\n")          # a form feed is not a line break
     assert ra.insert_plant(tmp_path, ra.Plant("a.cpp", 2, 0, 5)) == 5
     data = src.read_bytes()
     assert data.count(b"\r\n") == 6 and b"\n" not in data.replace(b"\r\n", b"")
+    assert data.splitlines()[4].strip().startswith(b"for (long sg_plant_i_")
     with pytest.raises(UserError, match="has 6 lines, after_line is 9"):
         ra.insert_plant(tmp_path, ra.Plant("a.cpp", 9, 0, 5))
     with pytest.raises(UserError, match="cannot read nope.c"):

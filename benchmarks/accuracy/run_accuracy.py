@@ -271,7 +271,7 @@ def insert_plant(src_root: pathlib.Path, plant: Plant) -> int:
         text = path.read_bytes().decode("utf-8", "surrogateescape")      # line endings kept as they are
     except OSError as e:
         raise UserError(f"plant: cannot read {plant.file} ({e.strerror})") from None
-    lines = text.splitlines(keepends=True)
+    lines = re.findall(r"[^\n]*\n|[^\n]+$", text)      # lines end at \n only (str.splitlines also splits at \f)
     if plant.after_line > len(lines):
         raise UserError(f"plant: {plant.file} has {len(lines)} lines, after_line is {plant.after_line}")
     anchor = lines[plant.after_line - 1]
