@@ -137,7 +137,7 @@ def summarise_scales(psg: PSG, cons: Constructs, profiles: Mapping[int, RunProfi
                       if hz > 0 and prof.nranks else 0.0)
         noise = noise_of_samples(samples, is_mpi, hz)
         abnormal[p] = abnormal_columns(own, wait, is_mpi, noise, abnorm_thd, min_share * program_time(prof, startup))
-        vb[:, i], vc[:, i] = volume_per_rank(prof, cons)
+        vb[:, i], vc[:, i] = volume_per_rank(prof, cons, is_mpi)
         over[p] = oversubscribed(prof, host_cores)
     return ScaleSummary(scales, times, abnormal, y_total, y_own, y_max, y_se, vb, vc, over,
                         Big(prof, own, time, wait, samples))

@@ -47,16 +47,24 @@ def oversubscribed(profile: RunProfile, host_cores: int | None = None) -> bool:
     return n > cores_fallback
 
 
-def volume_per_rank(profile: RunProfile, cons: Constructs) -> tuple[np.ndarray, np.ndarray]:
-    """([C] bytes, [C] calls): per construct, the median over the ranks that called it of what one
-    rank moved / how many calls it made (0 where nobody called)."""
+def volume_per_rank(profile: RunProfile, cons: Constructs, is_mpi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """([C] bytes, [C] calls): per MPI construct (`is_mpi` [C]), the median over the ranks that
+    called it of what one rank moved / how many calls it made (0 where nobody called, and for
+    constructs that are not MPI calls)."""
     nc = len(cons)
+    cols = np.flatnonzero(is_mpi)
+    where = np.full(nc, -1)
+    where[cols] = np.arange(len(cols))
     deps = profile.deps
-    nbytes = np.zeros((profile.nranks, nc))
-    np.add.at(nbytes, (deps["rank"], cons.cid[deps["vertex"]]), deps["bytes"].astype(float))
-    calls = cons.sum_columns(profile.calls)
+    nbytes = np.zeros((profile.nranks, len(cols)))
+    dcol = where[cons.cid[deps["vertex"]]]
+    ok = dcol >= 0
+    np.add.at(nbytes, (deps["rank"][ok], dcol[ok]), deps["bytes"][ok].astype(float))
+    calls = cons.sum_columns(profile.calls)[:, cols]
     called = calls > 0
-    return _median_where(nbytes, called), _median_where(calls, called)
+    out_b, out_c = np.zeros(nc), np.zeros(nc)
+    out_b[cols], out_c[cols] = _median_where(nbytes, called), _median_where(calls, called)
+    return out_b, out_c
 
 
 def _median_where(a: np.ndarray, mask: np.ndarray) -> np.ndarray:
