@@ -3,7 +3,8 @@
   EXP/experiment.json   {"format": "scalgraph-experiment", "version": 1, "command": [...], "scales": [...],
                          "repeat": K, "psg_hash": "...", "mpi_library": "...", "created": iso-time,
                          "runs": [{"scale": p, "rep": k, "status": "ok"|"failed"|"pending",
-                                   "wall_time": s, "exit_code": n, "dir": "scale-<p>/rep-<k>"}]}
+                                   "wall_time": s, "exit_code": n, "dir": "scale-<p>/rep-<k>",
+                                   "command": [...]}]}      (the run's command, {p} {px} {py} {pz} expanded)
   EXP/psg.json          the executable's PSG (PSG.to_dict())
   EXP/scale-<p>/rep-<k>/rank-<r>.sgp   per-rank profile files written by the shim
 
