@@ -153,7 +153,9 @@ def test_collective_moving_more_per_rank_as_p_grows_is_its_own_cause_even_oversu
     psg, runs, a2a = _collective_runs(grows=True)
     result = analyse(psg, runs)
     assert [c["vertex"] for c in result["root_causes"]] == [a2a]
-    assert result["root_causes"][0]["explains"]["what"] == "own scaling"
+    explains = result["root_causes"][0]["explains"]
+    assert explains["what"] == "own scaling" and explains["rule"] == "bytes per rank"
+    assert explains["per_rank"]["bytes"]["16"] == 8 * explains["per_rank"]["bytes"]["2"]
     assert result["oversubscribed"]["16"]
 
 

@@ -227,6 +227,7 @@ def test_collective_time_beyond_the_latency_model_counts_when_ranks_have_their_c
     _, loud, allr = _allreduce_growing(0.3, cores=16)
     assert [c["vertex"] for c in loud["root_causes"]] == [allr]
     assert loud["root_causes"][0]["explains"]["what"] == "own scaling"
+    assert loud["root_causes"][0]["explains"]["rule"] == "time beyond log2(p) latency"
     _, quiet, _ = _allreduce_growing(0.035, cores=16)              # within log2(p) latency + floor
     assert not quiet["problem_found"]
 

@@ -26,7 +26,14 @@ writers in scalgraph/io/report.py print.  Definitions the report relies on:
   max(min(e, its rank's lateness), its own scaling loss).  An MPI call is its own cause only when
   its volume per rank grows with p, or (ranks not oversubscribed) its own time beats a log2(p)
   latency model by the floor (mpi_cost.py); it then costs its own scaling loss.  Nothing at or
-  above min_share * T'(P) -> "no scaling problem found".
+  above min_share * T'(P) -> "no scaling problem found".  With thin evidence (evidence_notes.py)
+  computation causes must also exceed 3 sampling errors of a typical rank.
+
+Each root_causes[] entry keeps file, line, line_last, location, function, kind, name, vertex (the
+instance on the path), rank, cost, path, found_from, ... and adds `construct`, `contexts` (every
+instance: call path, seconds on the cause's rank, the dominant one marked) and `explains`
+({"what": "waiting" | "run time" | "own scaling", "vertex", "rank", "location", "name": where the
+path started, "waiting": seconds waited there, "seconds": the cost}).
 """
 from __future__ import annotations
 
@@ -43,7 +50,7 @@ from scalgraph.analysis.causes import Cause, compute_start_cause, keep_costliest
 from scalgraph.analysis.constructs import Constructs, constructs, contexts
 from scalgraph.analysis.evidence_notes import evidence_notes, thin_evidence, typical_samples
 from scalgraph.analysis.merge import cluster_means, cluster_ranks, merge_ranks
-from scalgraph.analysis.mpi_cost import latency_excess, oversubscribed, volume_grows, volume_per_rank
+from scalgraph.analysis.mpi_cost import oversubscribed, own_cause_rules, volume_per_rank
 from scalgraph.analysis.ppg import build_ppg
 from scalgraph.analysis.scaling import fit_models, scaling_loss
 from scalgraph.analysis.segments import segment_excess
@@ -182,9 +189,8 @@ def analyse(psg: PSG, profiles: Mapping[int, RunProfile], abnorm_thd: float = DE
         loss_total = np.where(loss_total > loss_noise, loss_total, 0.0)
         loss_own = np.where(loss_own > loss_noise, loss_own, 0.0)
     # an MPI call is its own cause only by what the scheduler cannot fake (mpi_cost.py)
-    grows = volume_grows(scales, sm.vol_bytes, sm.vol_calls)
-    if not sm.oversubscribed[scales[-1]]:
-        grows |= latency_excess(scales, y_own) >= floor
+    rules = own_cause_rules(scales, sm.vol_bytes, sm.vol_calls, y_own, floor, sm.oversubscribed[scales[-1]])
+    grows = np.array([bool(x) for x in rules], dtype=bool)
     own_mpi_cost = np.where(is_mpi & grows & (loss_own >= floor) & (floor > 0), loss_own, 0.0)
     own_comp_loss = np.where(is_mpi, 0.0, loss_own)
     stats = merge_ranks(big.time)
@@ -235,6 +241,12 @@ def analyse(psg: PSG, profiles: Mapping[int, RunProfile], abnorm_thd: float = DE
             found.append(cause)
     ranked = keep_costliest(found)[:top]
 
+    for x in ranked:
+        if x.explains.get("what") == "own scaling":
+            c = x.construct
+            x.explains["rule"] = rules[c]
+            x.explains["per_rank"] = {"bytes": {str(p): float(sm.vol_bytes[c, i]) for i, p in enumerate(scales)},
+                                      "calls": {str(p): float(sm.vol_calls[c, i]) for i, p in enumerate(scales)}}
     shown_ns = non_scalable[:top * 2]
     return {
         "scales": scales,

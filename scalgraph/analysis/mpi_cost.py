@@ -102,3 +102,14 @@ def latency_excess(scales, own: np.ndarray) -> np.ndarray:
         return np.zeros(len(own))
     lat = lambda p: max(1.0, float(np.log2(p)))  # noqa: E731
     return np.maximum(own[:, -1] - own[:, 0] * lat(scales[-1]) / lat(scales[0]), 0.0)
+
+
+def own_cause_rules(scales, nbytes: np.ndarray, calls: np.ndarray, own: np.ndarray, floor: float,
+                    oversubscribed_at_largest: bool) -> list[str]:
+    """[C] which rule makes each construct its own cause: "bytes per rank", "calls per rank",
+    "time beyond log2(p) latency", or "" (none; only MPI constructs have volumes)."""
+    p = np.asarray(scales, dtype=float)
+    by_bytes, by_calls = _grows(p, nbytes), _grows(p, calls)
+    by_time = (latency_excess(scales, own) >= floor) & (floor > 0) & (not oversubscribed_at_largest)
+    return ["bytes per rank" if b else "calls per rank" if c else "time beyond log2(p) latency" if t else ""
+            for b, c, t in zip(by_bytes, by_calls, by_time)]

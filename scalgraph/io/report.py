@@ -144,10 +144,27 @@ def _explains(c: dict) -> str:
         return (f"explains that much of the {_fmt_s(e['waiting'])} rank {e['rank']} waited at {e['name']} "
                 f"({e['location']})")
     if what == "own scaling":
-        return "the call's own cost grows with p (what it moves per rank grows, or its time beats a log2(p) latency model)"
+        rule = e.get("rule", "")
+        vol = (e.get("per_rank") or {}).get("bytes" if rule == "bytes per rank" else "calls", {})
+        if rule == "bytes per rank":
+            grown = ", ".join(f"p={p}: {_fmt_bytes(b)}" for p, b in vol.items())
+        elif rule == "calls per rank":
+            grown = ", ".join(f"p={p}: {n:.0f}" for p, n in vol.items())
+        else:
+            grown = "ranks not oversubscribed"
+        why = {"bytes per rank": "the bytes it moves per rank grow with p", "calls per rank":
+               "its calls per rank grow with p"}.get(rule, "its time beats a log2(p) latency model")
+        return f"the call's own scaling loss; it is its own cause because {why} ({grown})"
     if what == "run time":
         return f"rank {c['rank']} spends it beyond the median rank or it does not shrink with p (nobody's waiting explained)"
     return "cost"
+
+
+def _fmt_bytes(b: float) -> str:
+    for unit, size in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if b >= size:
+            return f"{b / size:.3g} {unit}"
+    return f"{b:.0f} B"
 
 
 def _contexts_text(ctx: list[dict], limit: int = 3) -> list[str]:
