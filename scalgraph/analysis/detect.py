@@ -14,7 +14,7 @@ writers in scalgraph/io/report.py print.  Definitions the report relies on:
   participant spent in it.
 * scaling loss: merged time at the largest scale P minus its ideal strong-scaling share
   T(p0) * p0 / P (see scaling.py), in seconds per rank; a loss within 3 sampling errors of the two
-  merged times it compares (mean_sampling_error) counts as none.
+  merged times it compares (sqrt(samples)/hz/R for sampled constructs) counts as none.
 * non-scalable: scaling loss >= min_share * T'(P), T' = run time without MPI_Init/Finalize.
   abnormal: rank value > AbnormThd x median and >= min_share * T'(P) above it.
 * excess of a compute construct on a rank: own time over the median rank, counted only beyond the
