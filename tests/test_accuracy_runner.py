@@ -212,18 +212,19 @@ def test_hit_rule_is_same_file_name_and_line_within_the_span():
 
 
 def test_causes_are_read_from_detect_and_trace_reports():
-    detect = {"root_causes": [{"file": "/t/cg.c", "line": 21, "line_last": 22, "location": "cg.c:21-22"},
+    detect = {"root_causes": [{"file": "/t/cg.c", "line": 21, "line_last": 22, "location": "cg.c:21-22", "cost": 0.5},
                               {"file": "cg.c", "line": 40, "line_last": None, "location": "cg.c:40"}]}
-    assert ra.detect_causes(detect) == [ra.Cause("/t/cg.c", 21, 22, "cg.c:21-22"), ra.Cause("cg.c", 40, 40, "cg.c:40")]
+    assert ra.detect_causes(detect) == [ra.Cause("/t/cg.c", 21, 22, "cg.c:21-22", 0.5), ra.Cause("cg.c", 40, 40, "cg.c:40")]
     assert ra.detect_causes({"root_causes": []}) == []
     trace = {"delay": {"root_causes": [
-        {"callpath": "main/comp@cg.c:60", "where": "/tmp/s/cg.c:60 [vertex 22]", "vertex": 22},
+        {"callpath": "main/comp@cg.c:60", "where": "/tmp/s/cg.c:60 [vertex 22]", "vertex": 22, "seconds": 0.25},
         {"callpath": "main", "where": "cg.c:10-30", "vertex": 3},
         {"callpath": "main/x", "where": "cg.c:70", "file": "cg.c", "line": 71, "line_last": 75},
         {"callpath": "?", "where": "", "vertex": -1}]}}
     got = ra.trace_causes(trace)
     assert [(c.file, c.line, c.line_last) for c in got] == [("/tmp/s/cg.c", 60, 60), ("cg.c", 10, 30),
                                                           ("cg.c", 71, 75), ("", 0, 0)]
+    assert got[0].cost == 0.25 and got[1].cost == 0.0
     assert ra.hit_rank(got, "cg.c", 60) == 0 and ra.hit_rank(got, "cg.c", 73) == 2
 
 

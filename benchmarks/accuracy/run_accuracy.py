@@ -293,6 +293,7 @@ class Cause:
     line: int
     line_last: int
     label: str
+    cost: float = 0.0        # seconds: detect's `cost`, trace's delay cost `seconds` (for reading the JSON)
 
 
 def is_hit(cause: Cause, file: str, line: int) -> bool:
@@ -309,7 +310,8 @@ def hit_rank(causes: list[Cause], file: str, line: int) -> int | None:
 def detect_causes(report: dict) -> list[Cause]:
     """`scalgraph detect --json`: root_causes[k] with file, line, line_last, location."""
     return [Cause(str(c.get("file") or ""), int(c.get("line") or 0), int(c.get("line_last") or c.get("line") or 0),
-                  str(c.get("location") or f"{c.get('file')}:{c.get('line')}")) for c in report.get("root_causes", [])]
+                  str(c.get("location") or f"{c.get('file')}:{c.get('line')}"), float(c.get("cost") or 0.0))
+            for c in report.get("root_causes", [])]
 
 
 def trace_causes(report: dict) -> list[Cause]:
@@ -321,7 +323,8 @@ def trace_causes(report: dict) -> list[Cause]:
         if not file or not line:
             m = re.match(r"\s*(.+?):(\d+)(?:-(\d+))?(?:\s|$)", str(c.get("where") or ""))
             file, line, last = (m.group(1), int(m.group(2)), int(m.group(3) or m.group(2))) if m else ("", 0, 0)
-        out.append(Cause(str(file), int(line), int(last or line), f"{c.get('callpath', '')} {c.get('where', '')}".strip()))
+        out.append(Cause(str(file), int(line), int(last or line), f"{c.get('callpath', '')} {c.get('where', '')}".strip(),
+                         float(c.get("seconds") or 0.0)))
     return out
 
 
