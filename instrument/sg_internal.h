@@ -19,6 +19,7 @@ struct sg_thread {
     int tracked;             /* 0 for threads that did not get a pool slot */
     uint64_t rng;            /* xorshift state for SCALGRAPH_COMM_SAMPLE */
     int perf_fd;             /* this thread's task-clock sampling event, -1 if none */
+    uint64_t perf_id;        /* its PERF_EVENT_IOC_ID: a program that closed the fd cannot make us touch another */
     uint64_t sample_cpu;     /* thread CPU ns at its previous sample (what the next one is charged from) */
     uint64_t mpi_end_wall;   /* sg_now_ns() when its previous MPI call returned (or the thread was first seen) */
     uint64_t mpi_end_cpu;    /* its thread CPU ns then */

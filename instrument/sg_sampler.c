@@ -203,8 +203,8 @@ static int open_task_clock(void) {
  * come before O_ASYNC: with O_ASYNC alone the kernel would send SIGIO (which terminates). */
 static int arm_task_clock(struct sg_thread *t, int fd) {
     struct f_owner_ex owner = {F_OWNER_TID, (pid_t)syscall(SYS_gettid)};
-    if (fcntl(fd, F_SETSIG, signo_) != 0 || fcntl(fd, F_SETOWN_EX, &owner) != 0 ||
-        fcntl(fd, F_SETFL, O_ASYNC) != 0)
+    if (ioctl(fd, PERF_EVENT_IOC_ID, &t->perf_id) != 0 || fcntl(fd, F_SETSIG, signo_) != 0 ||
+        fcntl(fd, F_SETOWN_EX, &owner) != 0 || fcntl(fd, F_SETFL, O_ASYNC) != 0)
         return -1;
     t->sample_cpu = sg_thread_cpu_ns();
     __atomic_store_n(&t->perf_fd, fd, __ATOMIC_RELEASE);
@@ -217,11 +217,17 @@ static int arm_task_clock(struct sg_thread *t, int fd) {
     return 0;
 }
 
+/* fd is still the event t opened (the program may have closed it and reused the number) */
+static int still_ours(const struct sg_thread *t, int fd) {
+    uint64_t id = 0;
+    return fd >= 0 && ioctl(fd, PERF_EVENT_IOC_ID, &id) == 0 && id == t->perf_id;
+}
+
 /* pthread key destructor: the thread exits, its event goes with it */
 static void thread_gone(void *arg) {
     struct sg_thread *t = arg;
     int fd = __atomic_exchange_n(&t->perf_fd, -1, __ATOMIC_ACQ_REL);
-    if (fd < 0)
+    if (!still_ours(t, fd))
         return;
     ioctl(fd, PERF_EVENT_IOC_DISABLE, 0);
     close(fd);
@@ -298,7 +304,7 @@ static void stop_task_clock(void) {
     for (uint32_t i = 0; i < SG_MAX_THREADS; i++) {
         struct sg_thread *t = sg_thread_slot(i);
         int fd = t != NULL ? __atomic_load_n(&t->perf_fd, __ATOMIC_ACQUIRE) : -1;
-        if (fd < 0)
+        if (!still_ours(t, fd))
             continue;
         ioctl(fd, PERF_EVENT_IOC_DISABLE, 0);
         if (t == self && __atomic_exchange_n(&t->perf_fd, -1, __ATOMIC_ACQ_REL) == fd)
