@@ -68,11 +68,15 @@ def volume_per_rank(profile: RunProfile, cons: Constructs, is_mpi: np.ndarray) -
 
 
 def _median_where(a: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    """[N] median over rows of each column of [R x N], only where mask; 0 for an empty column."""
     if a.shape[0] == 0:
         return np.zeros(a.shape[1])
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)        # all-NaN columns: nobody called
-        med = np.nanmedian(np.where(mask, a, np.nan), axis=0)
+    med = np.median(a, axis=0)
+    partial = np.flatnonzero(~mask.all(axis=0))        # columns some ranks did not call: the slow path
+    if len(partial):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)        # all-NaN columns: nobody called
+            med[partial] = np.nanmedian(np.where(mask[:, partial], a[:, partial], np.nan), axis=0)
     return np.nan_to_num(med, nan=0.0)
 
 
