@@ -133,5 +133,9 @@ def test_sample_root_cause_is_found(name, workdir):
     rc = want["root_cause"]
     assert pathlib.Path(top["file"]).name == rc["file"] and within(top, rc["lines"]), (
         f"{name}: expected {rc['file']}:{rc['line']} ({rc['function']}) as the top root cause, got:\n{summary}")
+    # the two sides of the collective rule: a collective is its own cause only by the volume it moves
+    own = top["explains"]["what"] == "own scaling"
+    assert own == (want.get("kind") == "non-scalable-collective"), f"{name}: explains {top['explains']}"
+    assert all(c["contexts"] and c["cost"] <= report["run_time"][str(report["scales"][-1])] for c in causes)
     if "ranks_at_8" in rc and report["scales"][-1] == 8:
         assert top["rank"] in rc["ranks_at_8"], f"{name}: the cause runs on ranks {rc['ranks_at_8']}, detect named rank {top['rank']}"

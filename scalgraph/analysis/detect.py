@@ -227,13 +227,14 @@ def analyse(psg: PSG, profiles: Mapping[int, RunProfile], abnorm_thd: float = DE
     comp_floor = max(floor, rank_error) if thin else floor
     rank_own = big.own[:, ~startup].sum(axis=1)
     lateness = rank_own - (np.median(rank_own) if prof.nranks else 0.0)
+    vertex_is_mpi = np.asarray(psg.kind) == MPI
     found: list[Cause] = []
     for path in paths:
         v0, r0 = path.start
         if startup_v[v0]:
             continue
         if psg.kind[v0] == MPI:
-            cause = path_cause(path, cons.cid, np.asarray(psg.kind) == MPI, excess,
+            cause = path_cause(path, cons.cid, vertex_is_mpi, excess,
                                float(big.wait[r0, cons.cid[v0]]), own_mpi_cost)
         else:
             cause = compute_start_cause(path, cons.cid, excess, lateness, own_comp_loss)
