@@ -259,3 +259,17 @@ def test_exact_segments_are_matched_by_construct_when_samples_land_in_another_co
         runs[p] = prof
     top = analyse(psg, runs)["root_causes"][0]
     assert (top["vertex"], top["rank"]) == (plant, 1) and abs(top["cost"] - 0.04 * COPIES) < 0.03
+
+
+def test_a_late_rank_is_judged_by_its_computation_not_by_others_time_inside_mpi():
+    """Nobody's waiting is recorded (the shim counted the others' time in the Allreduce as the call's
+    own, as descheduling under oversubscription looks): rank 15's planted work still costs its excess."""
+    psg, runs, _ = syn.balanced()
+    comp, allr = syn.vertex_at(psg, 12), syn.vertex_at(psg, 20)
+    for p, prof in runs.items():
+        prof.time[p - 1, comp] += 0.4
+        prof.time[:p - 1, allr] += 0.5                  # the others sit in the call, unclassified
+        prof.samples[:] = np.rint(prof.time * 200).astype(np.int64)
+    top = analyse(psg, runs)["root_causes"][0]
+    assert (top["vertex"], top["rank"]) == (comp, 15) and abs(top["cost"] - 0.4) < 0.05
+    assert top["explains"]["what"] == "run time"

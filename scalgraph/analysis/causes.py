@@ -9,7 +9,8 @@ The MPI call the path started from is its own cause only when `own_mpi_cost` say
 and then costs its own scaling loss.
 
 A compute construct that is itself abnormal or non-scalable costs run time whether or not anyone
-waits for it (the run time is the slowest rank's): min(excess, how late its rank is overall), or
+waits for it (the run time is the slowest rank's): min(excess, how much more its rank computes than
+the median rank), or
 its own scaling loss when every rank spends it.
 """
 from __future__ import annotations

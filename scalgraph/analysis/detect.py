@@ -225,8 +225,10 @@ def analyse(psg: PSG, profiles: Mapping[int, RunProfile], abnorm_thd: float = DE
     # with thin evidence a computation cost within a rank's sampling error is not told from noise
     thin, _, rank_error = thin_evidence(prof, floor)
     comp_floor = max(floor, rank_error) if thin else floor
-    rank_own = big.own[:, ~startup].sum(axis=1)
-    lateness = rank_own - (np.median(rank_own) if prof.nranks else 0.0)
+    # how late a rank is by its own computation: time inside MPI is left out, since with more ranks
+    # than cores a rank's time in MPI calls holds descheduling the shim cannot tell from work
+    rank_comp = big.own[:, ~startup & ~is_mpi].sum(axis=1)
+    lateness = rank_comp - (np.median(rank_comp) if prof.nranks else 0.0)
     vertex_is_mpi = np.asarray(psg.kind) == MPI
     found: list[Cause] = []
     for path in paths:
