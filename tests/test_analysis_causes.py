@@ -273,3 +273,30 @@ def test_a_late_rank_is_judged_by_its_computation_not_by_others_time_inside_mpi(
     top = analyse(psg, runs)["root_causes"][0]
     assert (top["vertex"], top["rank"]) == (comp, 15) and abs(top["cost"] - 0.4) < 0.05
     assert top["explains"]["what"] == "run time"
+
+
+def test_calls_that_end_no_segment_are_walked_past():
+    """Measured on HPCCG: the planted loop was followed by MPI_Wtime, which the shim does not end a
+    computation segment at; the loop's exact time was charged to the Allreduce after it."""
+    tree = ("FUNCTION", "main", 1, [("LOOP", "loop", 2, [
+        ("COMP", "comp", 3), ("MPI", "MPI_Wtime", 4), ("COMP", "comp", 5), ("MPI", "MPI_Allreduce", 6)])])
+    psg = syn.psg_from_tree(tree, "hpccg.cpp")
+    plant, wtime, work, allr = (syn.vertex_at(psg, n) for n in (3, 4, 5, 6))
+    runs = {}
+    for p in (2, 4, 8):
+        t = np.zeros((p, len(psg)))
+        t[:, work] = 4.0 / p
+        t[1, plant] = 0.5
+        t[:, wtime] = 1e-6
+        w = np.zeros_like(t)
+        w[:, allr] = 0.5
+        w[1, allr] = 0.0
+        t[:, allr] = 1e-4 + w[:, allr]
+        rows = [(r, allr, DEP_COLL, -1, -1, syn.WORLD, 10, 8, w[r, allr]) for r in range(p)]
+        prof = syn._profile(psg, p, t, w, rows)
+        prof.calls[:, wtime] = 10
+        prof.comp_cpu[:, allr] = prof.comp_wall[:, allr] = t[:, plant] + t[:, work]
+        runs[p] = prof
+    assert ending_mpi(psg, plant) == {wtime}
+    top = analyse(psg, runs)["root_causes"][0]
+    assert (top["vertex"], top["rank"]) == (plant, 1) and abs(top["cost"] - 0.5) < 0.05

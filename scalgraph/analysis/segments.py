@@ -8,7 +8,8 @@ do not support is sampling noise.
 
 Which MPI vertices end the computation at v is read from the PSG: the first MPI call in execution
 order after v (a loop or branch in between may not run, so the walk looks past it too; at the end
-of a loop body the next iteration's first call also can).
+of a loop body the next iteration's first call also can).  When in doubt a segment is included:
+more segments can only weaken the check, never suppress a cause the samples show.
 """
 from __future__ import annotations
 
@@ -22,47 +23,53 @@ def measured(profile: RunProfile) -> bool:
     return profile.comp_cpu is not None and bool(np.any(profile.comp_cpu > 0))
 
 
-class _FirstMpi:
-    """First MPI vertex in pre-order of a subtree (-1 when there is none), memoised."""
+class _Entry:
+    """For a subtree: the MPI vertices that can be the first call made in it, and whether it can be
+    passed without any call (a loop or branch may not run; so may a call inside one), memoised."""
 
-    def __init__(self, psg: PSG):
+    def __init__(self, psg: PSG, ends: np.ndarray | None = None):
         self.psg = psg
-        self.memo: dict[int, int] = {}
+        self.ends = ends          # [V] MPI vertices that end segments (None: every MPI vertex)
+        self.memo: dict[int, tuple[frozenset, bool]] = {}
 
-    def __call__(self, v: int) -> int:
-        if v in self.memo:
-            return self.memo[v]
-        found = v if self.psg.kind[v] == MPI else -1
-        stack = list(reversed(self.psg.children[v])) if found < 0 else []
-        while stack and found < 0:
-            u = stack.pop()
-            if self.psg.kind[u] == MPI:
-                found = u
+    def __call__(self, v: int) -> tuple[frozenset, bool]:
+        if v not in self.memo:
+            if self.psg.kind[v] == MPI and (self.ends is None or self.ends[v]):
+                self.memo[v] = (frozenset([v]), False)
             else:
-                stack.extend(reversed(self.psg.children[u]))
-        self.memo[v] = found
-        return found
+                first, skip = self.sequence(self.psg.children[v])
+                self.memo[v] = (first, skip or self.psg.kind[v] in (LOOP, BRANCH))
+        return self.memo[v]
+
+    def sequence(self, vertices) -> tuple[frozenset, bool]:
+        out: set[int] = set()
+        for u in vertices:
+            first, skip = self(u)
+            out |= first
+            if not skip:
+                return frozenset(out), False
+        return frozenset(out), True
 
 
-def ending_mpi(psg: PSG, v: int, first: _FirstMpi | None = None) -> set[int]:
-    """MPI vertices whose call can end the computation running at v."""
-    first = first or _FirstMpi(psg)
+def ending_mpi(psg: PSG, v: int, entry: _Entry | None = None) -> set[int]:
+    """MPI vertices whose call can end the computation running at v (over-approximated: when in
+    doubt a segment is included, which can only weaken the check)."""
+    entry = entry or _Entry(psg)
     out: set[int] = set()
-    inner = first(v)
-    if inner >= 0 and inner != v:
-        out.add(inner)                       # a loop/branch header's own time runs before its body's calls
+    if psg.kind[v] != MPI:
+        # a vertex's own time can run before its body's calls (a loop header) or after them (a
+        # function's epilogue): both its body's first calls and what follows it can end it
+        out |= entry.sequence(psg.children[v])[0]
     u = v
     while psg.parent[u] >= 0:
         p = psg.parent[u]
         sibs = psg.children[p]
-        for s in sibs[sibs.index(u) + 1:]:
-            m = first(s)
-            if m >= 0:
-                out.add(m)
-                if psg.kind[s] not in (LOOP, BRANCH):
-                    return out
-        if psg.kind[p] == LOOP and first(p) >= 0 and first(p) != p:
-            out.add(first(p))                # the next iteration
+        first, skip = entry.sequence(sibs[sibs.index(u) + 1:])
+        out |= first
+        if not skip:
+            return out
+        if psg.kind[p] == LOOP:
+            out |= entry.sequence(sibs)[0]              # the next iteration
         u = p
     return out
 
@@ -77,12 +84,15 @@ def segment_excess(psg: PSG, profile: RunProfile, instances: list[int], rank: in
     need not agree, the construct does."""
     if not measured(profile):
         return None
-    first = _FirstMpi(psg)
-    ends = set().union(*(ending_mpi(psg, v, first) for v in instances)) if instances else set()
+    # calls the shim does not end a segment at (MPI_Wtime, say) were never charged: walk past them
+    entry = _Entry(psg, (profile.comp_wall > 0).any(axis=0) | (profile.comp_cpu > 0).any(axis=0))
+    ends = set().union(*(ending_mpi(psg, v, entry) for v in instances)) if instances else set()
     if not ends:
         return None
     if cid is not None:
         ending = np.isin(cid, cid[sorted(ends)])
         ends = set(np.flatnonzero(ending).tolist())
     cpu = profile.comp_cpu[:, sorted(ends)].sum(axis=1)
+    if not np.any(cpu > 0):
+        return None                                      # nothing measured there: no evidence either way
     return float(max(cpu[rank] - np.median(cpu), 0.0))
