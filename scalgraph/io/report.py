@@ -156,8 +156,8 @@ def _explains(c: dict) -> str:
                "its calls per rank grow with p"}.get(rule, "its time beats a log2(p) latency model")
         return f"the call's own scaling loss; it is its own cause because {why} ({grown})"
     if what == "run time":
-        return (f"rank {c['rank']} spends it beyond the median rank, or it does not shrink with p "
-                "(nobody's waiting explained)")
+        return (f"rank {c['rank']} spends it beyond the median rank and computes that much longer overall, "
+                "or every rank spends it and it does not shrink with p")
     return "cost"
 
 
