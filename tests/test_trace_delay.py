@@ -12,9 +12,9 @@ from scalgraph.trace.matching import callpath_names
 from tracebuild import Builder
 
 
-def analyse(b: Builder, communication: bool = False):
+def analyse(b: Builder):
     fwd = forward.forward_replay(forward.build_context(b.build()))
-    return fwd, delay.delay_analysis(fwd, communication=communication)
+    return fwd, delay.delay_analysis(fwd)
 
 
 def costs(fwd, res, which):
@@ -39,8 +39,9 @@ def figure3() -> Builder:
 
 
 def test_figure3_worked_example():
-    """The paper's accounting, which also charges the non-waiting part of R3 as a delay of MPI_Recv."""
-    fwd, res = analyse(figure3(), communication=True)
+    """The paper's (and Scalasca's) accounting, the default: the non-waiting part of R3 is a delay
+    of MPI_Recv, communication time that made C wait."""
+    fwd, res = analyse(figure3())
     w = {int(r["rank"]): float(r["wait"]) for r in res.waits}
     assert w == {1: 3.0, 2: 2.0}                                   # R3 waits 3, R4 waits 2
     assert costs(fwd, res, "short") == {(0, "main/f"): 0.75, (0, "main/g"): 2.25, (1, "main/MPI_Recv"): 0.5}
@@ -54,23 +55,12 @@ def test_figure3_worked_example():
     assert by_rank[2] == pytest.approx((0.5, 1.5)) and by_rank[1] == pytest.approx((3.0, 0.0))
 
 
-def test_figure3_counts_computation_only_by_default():
-    """By default R3's non-waiting part is communication, not a delay: B has no excess computation
-    over C (h 1 < 1.5, f 1 < 2), so s = 1/(0 + W_B) = 1/3 and all of R4's 2 units propagate through
-    R3 (Γ[R3] = 2) to A's f and g (s = 1/4): f 0.75 + 0.5, g 2.25 + 1.5."""
-    fwd, res = analyse(figure3())
-    assert costs(fwd, res, "short") == {(0, "main/f"): 0.75, (0, "main/g"): 2.25}
-    assert costs(fwd, res, "long") == {(0, "main/f"): 0.5, (0, "main/g"): 1.5}
-    assert res.total == pytest.approx(5.0) and res.unexplained == 0.0
-    by_rank = {int(r["rank"]): (d, i) for r, d, i in zip(res.waits, res.direct, res.indirect)}
-    assert by_rank[2] == pytest.approx((0.0, 2.0)) and by_rank[1] == pytest.approx((3.0, 0.0))
-
-
-def test_unclassified_mpi_time_is_no_delay():
+def test_unclassified_mpi_time_is_a_communication_delay():
     """Rank 0 computes f for 1, then spends 2 in an MPI_Wait no pattern classifies (completing an
-    Isend), then sends to rank 1, which has been waiting since t = 1: the only excess computation
-    is nothing, so the wait is unexplained rather than charged to MPI_Wait; with the paper's
-    accounting the Wait's communication takes it all."""
+    Isend), then sends to rank 1, which has been waiting since t = 1.  As in Scalasca, the non-waiting
+    time of MPI calls is communication that counts in the processing-time profiles: the excess of
+    rank 0 over rank 1 in the interval is the Isend (0.1) and the Wait (2.0), so they share the 1.9
+    in proportion; f (1 on both) is no excess."""
     b = Builder(2)
     b.enter(0, 0, "main").work(0, 0, 1, "f").isend(0, 1, 1.1, dst=1, req=5, tag=9)
     b.wait(0, 1.1, 3.1, [("send", 5)], name="MPI_Wait").send(0, 3.1, 3.2, dst=1).exit(0, 4, "main")
@@ -78,15 +68,21 @@ def test_unclassified_mpi_time_is_no_delay():
     b.exit(1, 4, "main")
     fwd, res = analyse(b)
     assert [round(float(w), 9) for w in res.waits["wait"]] == [1.9]
-    assert res.total == 0.0 and res.unexplained == pytest.approx(1.9)
-    fwd, paper = analyse(b, communication=True)
-    assert set(costs(fwd, paper, "short")) == {(0, "main/MPI_Isend"), (0, "main/MPI_Wait")}
+    assert costs(fwd, res, "short") == {(0, "main/MPI_Isend"): round(1.9 * 0.1 / 2.1, 9),
+                                        (0, "main/MPI_Wait"): round(1.9 * 2.0 / 2.1, 9)}
+    assert res.total == pytest.approx(1.9) and res.unexplained == 0.0
+    mpi = delay.mpi_callpaths(fwd.ctx)
+    names = callpath_names(fwd.ctx.nest, fwd.ctx.trace.regions)
+    assert {names[c] for c in range(len(names)) if mpi[c]} == {"main/MPI_Isend", "main/MPI_Wait", "main/MPI_Send",
+                                                               "main/MPI_Recv"}
 
 
 def test_message_without_wait_state_is_no_synchronisation_point():
     """Rank 0 runs an audit for 3 after f, receives rank 1's early message without waiting, then sends
     to rank 1, which waited 3.  The message rank 0 took without waiting synchronised nothing
-    (Scalasca's rule), so rank 0's interval reaches back over the audit, which gets the whole cost."""
+    (Scalasca's rule), so rank 0's interval reaches back over the audit, which gets the cost in
+    proportion to rank 0's excess: audit 3 and the receive's 0.1 of communication (rank 1's interval
+    holds f and its own send, which rank 0's does not)."""
     b = Builder(2)
     b.enter(0, 0, "main").work(0, 0, 1, "f").work(0, 1, 4, "audit").recv(0, 4, 4.1, src=1)
     b.send(0, 4.1, 4.2, dst=1).exit(0, 5, "main")
@@ -94,7 +90,8 @@ def test_message_without_wait_state_is_no_synchronisation_point():
     b.exit(1, 5, "main")
     fwd, res = analyse(b)
     assert [round(float(w), 9) for w in res.waits["wait"]] == [3.0]
-    assert costs(fwd, res, "short") == {(0, "main/audit"): 3.0}
+    assert costs(fwd, res, "short") == {(0, "main/audit"): round(3.0 * 3.0 / 3.1, 9),
+                                        (0, "main/MPI_Recv"): round(3.0 * 0.1 / 3.1, 9)}
     assert delay.synchronising_messages(fwd.ctx).tolist() == (fwd.ctx.msgs.src == 0).tolist()
 
 
@@ -219,8 +216,6 @@ def test_delay_costs_plus_unexplained_equal_total_waiting(prog):
     fwd, res = analyse(build_random(*prog))
     total_wait = float(res.waits["wait"].sum())
     assert res.total + res.unexplained == pytest.approx(total_wait, abs=1e-9)
-    mpi = delay.mpi_callpaths(fwd.ctx)
-    assert not (res.short_term[mpi] + res.long_term[mpi]).any()     # MPI time is never a delay
     assert np.all(res.short_term >= -1e-12) and np.all(res.long_term >= -1e-12)
     assert np.all(res.gamma >= -1e-12)
     # each wait splits into its direct and indirect part unless nothing explains it
@@ -234,7 +229,7 @@ def test_delay_costs_plus_unexplained_equal_total_waiting(prog):
 def test_pipeline_chain_is_fully_explained(works):
     """A message chain 0 -> 1 -> ... -> n-1, each rank computing works[r] first: every wait has a
     causer with excess work, communication or waits in its interval, so under the paper's accounting
-    (communication counts) costs equal the waiting time exactly."""
+    (communication counts, the default) costs equal the waiting time exactly."""
     p = len(works)
     b = Builder(p)
     clock = 0.0
@@ -250,7 +245,7 @@ def test_pipeline_chain_is_fully_explained(works):
             b.send(r, start, start + 0.05, dst=r + 1)
             clock = start
         b.exit(r, 100, "main")
-    fwd, res = analyse(b, communication=True)
+    fwd, res = analyse(b)
     assert res.unexplained == pytest.approx(0.0, abs=1e-12)
     assert res.total == pytest.approx(float(res.waits["wait"].sum()), abs=1e-9)
     p2p = {patterns.PATTERN_INDEX["late_sender"], patterns.PATTERN_INDEX["late_receiver"]}

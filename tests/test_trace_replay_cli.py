@@ -19,16 +19,22 @@ def fig3_file(tmp_path):
 
 
 def test_json_report_has_figure3_costs(fig3_file, capsys):
+    """Scalasca's numbers in the delay table (R3's non-waiting time is a communication delay of
+    MPI_Recv); the verdict names the computation only: g 3.375 and f 1.125 of the 21 s total time
+    (3 ranks x 7 s) both reach 5 % (1.05 s); MPI_Recv's 0.5 is communication, never a line cause."""
     assert cli.main(["trace", str(fig3_file), "--json"]) == 0
     rep = json.loads(capsys.readouterr().out)
     causes = {c["callpath"]: (round(c["short_term"], 9), round(c["long_term"], 9)) for c in rep["delay"]["root_causes"]}
-    assert causes == {"main/g": (2.25, 1.5), "main/f": (0.75, 0.5)}       # computation only (the default)
-    assert rep["delay"]["classification"]["delays"].startswith("computation only")
-    assert cli.main(["trace", str(fig3_file), "--json", "--communication-delays"]) == 0
-    rep = json.loads(capsys.readouterr().out)
-    causes = {c["callpath"]: (round(c["short_term"], 9), round(c["long_term"], 9)) for c in rep["delay"]["root_causes"]}
     assert causes == {"main/g": (2.25, 1.125), "main/f": (0.75, 0.375), "main/MPI_Recv": (0.5, 0.0)}
+    assert [c["callpath"] for c in rep["delay"]["root_causes"]] == ["main/g", "main/f", "main/MPI_Recv"]
+    kinds = {c["callpath"]: c["kind"] for c in rep["delay"]["root_causes"]}
+    assert kinds == {"main/g": "computation", "main/f": "computation", "main/MPI_Recv": "communication"}
+    assert rep["delay"]["classification"]["delays"].startswith("every call path")
     assert all(list(c["by_pattern"]) == ["Late Sender"] for c in rep["delay"]["root_causes"])
+    assert rep["problem_found"] is True and rep["min_share"] == 0.05 and rep["cpu_checked"] is False
+    verdict = [(c["callpaths"], round(c["seconds"], 9), round(c["share"], 9)) for c in rep["root_causes"]]
+    assert verdict == [(["main/g"], 3.375, round(3.375 / 21, 9)), (["main/f"], 1.125, round(1.125 / 21, 9))]
+    assert any(n.startswith("no thread-CPU profile used") for n in rep["notes"])
     tree = {p["key"]: p for p in rep["patterns"]}
     assert tree["late_sender"]["seconds"] == pytest.approx(5.0)
     assert tree["late_sender"]["percent"] == pytest.approx(100 * 5.0 / 21.0)
@@ -41,10 +47,23 @@ def test_json_report_has_figure3_costs(fig3_file, capsys):
     assert (cl["direct"], cl["indirect"], cl["propagating"], cl["terminal"]) == pytest.approx((3.5, 1.5, 3.0, 2.0))
 
 
-def test_communication_delays_not_with_parallel(fig3_file, capsys):
-    assert cli.main(["trace", str(fig3_file), "--parallel", "2", "--communication-delays"]) != 0
+def test_min_share_sets_the_verdict_floor(fig3_file, capsys):
+    """f's 1.125 s is 5.4 % of the total time: a cause at --min-share 0.05, none at 0.06; g's 3.375 s
+    (16 %) goes at 0.2, and then nothing is found although the delay table is unchanged."""
+    got = {}
+    for share in ("0.05", "0.06", "0.2"):
+        assert cli.main(["trace", str(fig3_file), "--json", "--min-share", share]) == 0
+        rep = json.loads(capsys.readouterr().out)
+        got[share] = ([c["callpaths"][0] for c in rep["root_causes"]], rep["problem_found"],
+                      len(rep["delay"]["root_causes"]))
+    assert got == {"0.05": (["main/g", "main/f"], True, 3), "0.06": (["main/g"], True, 3), "0.2": ([], False, 3)}
+
+
+@pytest.mark.parametrize("share", ["1", "-0.1", "nan"])
+def test_min_share_must_be_a_fraction(fig3_file, capsys, share):
+    assert cli.main(["trace", str(fig3_file), "--min-share", share]) != 0
     err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1 and "--communication-delays" in err
+    assert len(err.splitlines()) == 1 and "--min-share" in err
 
 
 def test_text_report_and_binary_format(tmp_path, capsys):
@@ -53,7 +72,8 @@ def test_text_report_and_binary_format(tmp_path, capsys):
     assert cli.main(["trace", str(path), "--top", "2", "--no-clock-correction"]) == 0
     out = capsys.readouterr().out
     assert "Late Sender" in out and "Delay costs" in out and "Critical path" in out
-    assert "main/g" in out and "short 2.250000  long 1.500000" in out
+    assert "main/g" in out and "short 2.250000  long 1.125000" in out
+    assert out.index("Root causes (2)") < out.index("Wait states") and "#1 app.c:12  3.375000 s (16.1 %)  main/g" in out
 
 
 def test_otf2_round_trip_gives_the_same_costs(tmp_path, capsys):
@@ -69,7 +89,7 @@ def test_otf2_round_trip_gives_the_same_costs(tmp_path, capsys):
     assert cli.main(["trace", str(anchor), "--json"]) == 0
     rep = json.loads(capsys.readouterr().out)
     causes = {c["callpath"]: round(c["seconds"], 9) for c in rep["delay"]["root_causes"]}
-    assert causes == {"main/g": 3.75, "main/f": 1.25}
+    assert causes == {"main/g": 3.375, "main/f": 1.125, "main/MPI_Recv": 0.5}
 
 
 def test_clock_violation_is_corrected_before_replay(tmp_path, capsys):

@@ -1,4 +1,7 @@
-"""`scalgraph trace TRACE`: wait states, delay costs and the critical path of an event trace."""
+"""`scalgraph trace TRACE`: wait states, delay costs and the critical path of an event trace, and the
+verdict: the computation delays that are root causes naming lines (scalgraph/trace/verdict.py).  When
+the trace comes from a scalgraph run directory, the run's profiles (rank-*.sgp) beside it give the
+thread-CPU time per rank and PSG vertex that decides whether a delay was real work."""
 from __future__ import annotations
 
 import sys
@@ -11,9 +14,9 @@ def add_arguments(p) -> None:
     ana = p.add_argument_group("analysis")
     ana.add_argument("--no-clock-correction", action="store_true",
                      help="analyse the timestamps as recorded (default: correct clock-condition violations first)")
-    ana.add_argument("--communication-delays", action="store_true",
-                     help="also count the non-waiting part of MPI calls as delays (seed 000's accounting; "
-                          "default: only computation delays, MPI time no pattern classifies is communication)")
+    ana.add_argument("--min-share", type=float, default=0.05, metavar="F",
+                     help="a computation delay is a root cause when its cost is at least this fraction of the "
+                          "total time summed over the ranks (default %(default)s)")
     ana.add_argument("--parallel", type=int, default=0, metavar="N",
                      help="replay with N analysis processes over MPI (mpi4py); applies measured clock offsets "
                           "but not the controlled logical clock")
@@ -32,8 +35,42 @@ def analyse_forward(trace, clock_correction: bool = True):
     return forward.forward_replay(forward.build_context(trace))
 
 
-def analyse(trace, clock_correction: bool = True, top: int = 10, source: str = "",
-            communication: bool = False) -> dict:
+def cpu_evidence(trace, path: str):
+    """The thread-CPU seconds per [rank, PSG vertex] of the run that recorded this trace, from the
+    profiles (rank-*.sgp) in its run directory; (evidence or None, note when there is none)."""
+    import pathlib
+    import numpy as np
+    from scalgraph.errors import UserError
+    from scalgraph.io.profile_file import read_run
+    from scalgraph.trace.verdict import CpuEvidence
+    p = pathlib.Path(path)
+    run_dir = p if p.is_dir() else p.parent
+    if not any(run_dir.glob("rank-*.sgp")):
+        return None, None
+    try:
+        prof = read_run(run_dir)
+    except UserError as e:
+        return None, f"the profiles beside the trace were not used ({e}); a delay is not checked for being real work"
+    want = str(trace.meta.get("psg_hash") or "")
+    if prof.nranks != trace.nranks or (want and prof.psg_hash and want != prof.psg_hash):
+        return None, (f"the profiles in {run_dir} belong to another run ({prof.nranks} ranks, PSG {prof.psg_hash[:12]}); "
+                      "a delay is not checked for being real work")
+    if prof.meta.get("sampler") in (None, "off") or prof.meta.get("incomplete"):
+        why = "sampling was off" if prof.meta.get("sampler") in (None, "off") else "ranks are missing"
+        return None, f"the profiles in {run_dir} measured no thread-CPU time ({why}); a delay is not checked for being real work"
+    cpu = np.where(prof.calls > 0, 0.0, prof.time)
+    cores = [c for c in prof.meta.get("cores") or [] if c]
+    on_host = [n for n in prof.meta.get("ranks_on_host") or [] if n]
+    shared = bool(cores and on_host and max(n / c for n, c in zip(on_host, cores)) > 1)
+    how = (f"{max(on_host)} ranks on a host with {min(cores)} cores time-share them" if shared else
+           "the ranks did not time-share cores" if cores and on_host else "core counts not recorded")
+    note = (f"real work: a computation delay counts as far as its rank's excess time at its PSG vertex over the "
+            f"median rank is also a thread-CPU excess (profiles in {run_dir}; {how})")
+    return CpuEvidence(cpu, note, {"run_dir": str(run_dir), "time_shared": shared}), None
+
+
+def analyse(trace, clock_correction: bool = True, top: int = 10, source: str = "", min_share: float = 0.05,
+            cpu=None, notes=None) -> dict:
     from scalgraph.trace import critical_path, delay, forward, report
     clock = ""
     if clock_correction:
@@ -41,8 +78,8 @@ def analyse(trace, clock_correction: bool = True, top: int = 10, source: str = "
         trace, rep = correct_clocks(trace)
         clock = rep.summary()
     fwd = forward.forward_replay(forward.build_context(trace))
-    return report.build_report(fwd, delay.delay_analysis(fwd, communication), critical_path.critical_path(fwd),
-                               top=top, clock=clock, source=source, communication=communication)
+    return report.build_report(fwd, delay.delay_analysis(fwd), critical_path.critical_path(fwd), top=top,
+                               clock=clock, source=source, min_share=min_share, cpu=cpu, notes=notes)
 
 
 def _run_trace(path: str) -> str:
@@ -58,14 +95,17 @@ def run(args) -> int:
     from scalgraph.trace import report
     if args.top < 1:
         raise UserError(f"--top must be at least 1 (got {args.top})")
-    if args.parallel and args.communication_delays:
-        raise UserError("--communication-delays is not available with --parallel; run the serial replay")
+    if not 0.0 <= args.min_share < 1.0:
+        raise UserError(f"--min-share must be a fraction from 0 to below 1 (got {args.min_share:g})")
     if args.parallel:
         from scalgraph.trace.parallel import launch
-        return launch(args.parallel, _run_trace(str(args.trace)), top=args.top, as_json=args.json)
-    trace = read_trace(_run_trace(args.trace))
+        return launch(args.parallel, _run_trace(str(args.trace)), top=args.top, as_json=args.json,
+                      min_share=args.min_share)
+    path = _run_trace(args.trace)
+    trace = read_trace(path)
+    cpu, why = cpu_evidence(trace, path)
     result = analyse(trace, clock_correction=not args.no_clock_correction, top=args.top, source=str(args.trace),
-                     communication=args.communication_delays)
+                     min_share=args.min_share, cpu=cpu, notes=[why] if why else None)
     if args.json:
         report.write_json(result, sys.stdout)
     else:

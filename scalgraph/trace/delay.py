@@ -24,11 +24,13 @@ Choices the seed leaves open (stated here and in the README):
   interval (as in Scalasca); with no previous point, the trace start.  The interval ends where the
   rank enters the call of S.
 - Direct part of a wait = ω·s·ΣΔ, indirect part = ω·s·W_d; a wait is propagating iff Γ > 0.
-- Δ compares computation only: the profiles leave out MPI call paths, whose time is either a wait
-  state (counted in W_d and propagated as indirect delay) or communication that no pattern
-  classifies (completing an Isend, a rendezvous, a rank descheduled inside a busy-polling call on an
-  oversubscribed node).  Seed 000's Figure 3 also charges that communication as a delay of the MPI
-  call; `delay_analysis(..., communication=True)` does so, and is what its worked example checks.
+- Δ compares the processing-time profiles of the paper and of Scalasca: p[c] = exclusive time of c
+  minus its waiting time, for every call path c, MPI calls included.  The non-waiting part of an MPI
+  call (completing an Isend, a rendezvous, a rank descheduled inside a busy-polling call) is
+  communication time, and when it makes a peer wait it is a delay of that MPI call (seed 000 §4;
+  "non-waiting communication 25 %" in its Sweep3D example), so the numbers compare with Scalasca's.
+  Which delays are *causes* a user should fix in the code is decided separately, from this table
+  (scalgraph/trace/verdict.py): communication is reported as communication, never as a line cause.
 """
 from __future__ import annotations
 
@@ -164,18 +166,6 @@ def mpi_callpaths(ctx: ReplayContext) -> np.ndarray:
     return is_mpi[np.where(reg >= 0, reg, len(is_mpi) - 1)]
 
 
-def computation_profiles(ctx, waits, rank, t0, t1, index=None, communication: bool = False):
-    """The delay analysis' view of processing_profiles: only computation.  Time in MPI that is no wait
-    state (completing an Isend, a rendezvous, a rank descheduled inside a call) is communication, not
-    excess work: it is dropped from the profiles unless `communication` (seed 000's Figure 3 counts
-    it, and charges it as a delay of the MPI call)."""
-    (ids, cps, vals), w = processing_profiles(ctx, waits, rank, t0, t1, index)
-    if not communication:
-        keep = ~mpi_callpaths(ctx)[cps]
-        ids, cps, vals = ids[keep], cps[keep], vals[keep]
-    return (ids, cps, vals), w
-
-
 CHUNK = 1 << 15          # wait states per chunk of the delay analysis
 DENSE_LIMIT = 1 << 25     # keys up to this use a dense bincount (O(n)), larger ones a sort
 
@@ -296,9 +286,9 @@ def _concat(parts):
 
 
 @without_hugepage_advice
-def delay_analysis(fwd: ForwardResult, communication: bool = False) -> DelayResult:
-    """Delay costs of every wait state with a causer.  Δ compares computation only (see
-    computation_profiles); `communication=True` also counts the non-waiting part of MPI calls."""
+def delay_analysis(fwd: ForwardResult) -> DelayResult:
+    """Delay costs of every wait state with a causer (Scalasca's accounting: every call path, MPI
+    calls' non-waiting time included)."""
     ctx = fwd.ctx
     waits = fwd.sync_waits
     waits = waits[waits["causer"] >= 0]
@@ -324,8 +314,7 @@ def delay_analysis(fwd: ForwardResult, communication: bool = False) -> DelayResu
     c_parts, w_parts = [], []
     for lo in range(0, nu, CHUNK):
         sel = first[lo:lo + CHUNK]
-        (di, dc, dv), (wi, ww, wa) = computation_profiles(ctx, waits, d_rank[sel], d_start[sel], d_end[sel], index,
-                                                          communication)
+        (di, dc, dv), (wi, ww, wa) = processing_profiles(ctx, waits, d_rank[sel], d_start[sel], d_end[sel], index)
         c_parts.append((di + lo, dc, dv))
         w_parts.append((wi + lo, ww, wa))
     du, dc, dv = _concat(c_parts)
@@ -338,7 +327,7 @@ def delay_analysis(fwd: ForwardResult, communication: bool = False) -> DelayResu
     sum_delta = np.zeros(n)
     for lo in range(0, n, CHUNK):                      # waiter profiles, and Δ = max(p_d - p_r, 0)
         sl = slice(lo, min(n, lo + CHUNK))
-        (ri, rc, rv), _ = computation_profiles(ctx, waits, r_rank[sl], r_start[sl], r_end[sl], index, communication)
+        (ri, rc, rv), _ = processing_profiles(ctx, waits, r_rank[sl], r_start[sl], r_end[sl], index)
         u = u_of[sl]
         rep_i, rep_j = _expand(d_bounds[u], d_bounds[u + 1] - 1)
         ids, cps, diff = _sum_by_key(np.concatenate((rep_i, ri)), np.concatenate((dc[rep_j], rc)),

@@ -108,7 +108,7 @@ def _phase(name: str) -> None:
     PHASE_SECONDS["_t"] = now
 
 
-def replay(comm, path: str, top: int = 10, source: str = "") -> dict | None:
+def replay(comm, path: str, top: int = 10, source: str = "", min_share: float = 0.05) -> dict | None:
     """The whole parallel replay; returns the report on process 0, None elsewhere."""
     PHASE_SECONDS.clear()
     _phase("")
@@ -153,7 +153,7 @@ def replay(comm, path: str, top: int = 10, source: str = "") -> dict | None:
     from scalgraph.trace import report
     clock = _clock_note(bool(ctx.trace.meta.get("clock_offsets_applied")), fake_fwd.clock_violations)
     return report.build_report(fake_fwd, dl, ph.critical_path_result(*path_out), top=top, clock=clock,
-                               source=source)
+                               source=source, min_share=min_share)
 
 
 def _forward(comm, part: Partial, cpmap: np.ndarray, ncp: int, n_inst: int):
@@ -250,6 +250,7 @@ def main(argv=None) -> int:
                                  description="parallel trace replay; run under mpiexec")
     ap.add_argument("trace")
     ap.add_argument("--top", type=int, default=10)
+    ap.add_argument("--min-share", type=float, default=0.05)
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--source", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
@@ -257,7 +258,8 @@ def main(argv=None) -> int:
     try:
         if args.top < 1:
             raise UserError(f"--top must be at least 1 (got {args.top})")
-        result = replay(comm, args.trace, top=args.top, source=args.source or args.trace)
+        result = replay(comm, args.trace, top=args.top, source=args.source or args.trace,
+                        min_share=args.min_share)
     except UserError as e:
         if comm.Get_rank() == 0:
             print(f"scalgraph trace: {e}", file=sys.stderr)
@@ -279,7 +281,7 @@ if __name__ == "__main__":
     sys.exit(main())
 
 
-def launch(nprocs: int, trace: str, top: int = 10, as_json: bool = False) -> int:
+def launch(nprocs: int, trace: str, top: int = 10, as_json: bool = False, min_share: float = 0.05) -> int:
     """`scalgraph trace --parallel N`: run this module under the venv's mpiexec (argument list, no
     shell); process 0 prints the report to our stdout."""
     import os
@@ -299,6 +301,6 @@ def launch(nprocs: int, trace: str, top: int = 10, as_json: bool = False) -> int
         raise UserError("--parallel needs mpiexec (pip install mpich mpi4py into this environment), "
                         "or run `python -m scalgraph.trace.parallel TRACE` under your own mpiexec")
     cmd = [mpiexec, "-n", str(nprocs), sys.executable, "-m", "scalgraph.trace.parallel", str(trace),
-           "--top", str(top)] + (["--json"] if as_json else [])
+           "--top", str(top), "--min-share", repr(float(min_share))] + (["--json"] if as_json else [])
     sys.stdout.flush()
     return subprocess.run(cmd, env=dict(os.environ)).returncode

@@ -112,7 +112,7 @@ def delay_requests(part: Partial, waits: np.ndarray, cpmap: np.ndarray, nprocs: 
     parts = []
     for lo in range(0, len(waits), delay.CHUNK):        # chunks keep the expanded pieces in cache
         sl = slice(lo, lo + delay.CHUNK)
-        (ri, rc, rv), _ = delay.computation_profiles(ctx, waits, r_rank[sl], r_start[sl], r_end[sl], index)
+        (ri, rc, rv), _ = delay.processing_profiles(ctx, waits, r_rank[sl], r_start[sl], r_end[sl], index)
         parts.append((ri + lo, rc, rv))
     ri, rc, rv = delay._concat(parts)
     rc = cpmap[rc]
@@ -153,8 +153,8 @@ def explain_waits(part: Partial, waits: np.ndarray, incoming: list[dict], ncp: i
     c_parts, w_parts = [], []
     for lo in range(0, nu, delay.CHUNK):
         sel = first[lo:lo + delay.CHUNK]
-        (di, dc, dv), (wi, ww, wa) = delay.computation_profiles(ctx, waits, inc["d_rank"][sel], d_start[sel],
-                                                               inc["d_end"][sel], index)
+        (di, dc, dv), (wi, ww, wa) = delay.processing_profiles(ctx, waits, inc["d_rank"][sel], d_start[sel],
+                                                              inc["d_end"][sel], index)
         c_parts.append((di + lo, dc, dv))
         w_parts.append((wi + lo, ww, wa))
     du, dc, dv = delay._concat(c_parts)

@@ -1,8 +1,11 @@
 """The trace report: one JSON-ready dict built from the forward replay, the delay analysis and the
 critical path, and its terminal rendering.
 
-Sections (Scalasca users will recognise them): the pattern tree x call path x rank in seconds and %
-of total time; the top delay root causes with their short/long-term split; the wait-state
+Sections: the verdict first -- `root_causes`, the computation delays that are root causes naming
+lines (scalgraph/trace/verdict.py), and `problem_found` -- then what Scalasca users will recognise: the
+pattern tree x call path x rank in seconds and %
+of total time; the delay costs of every call path with their short/long-term split
+(Scalasca's numbers; each marked computation or communication); the wait-state
 classification (direct/indirect, propagating/terminal); the critical-path profile with its
 imbalance; the most severe instances of every pattern (like Scalasca's trace.stat).  Call paths
 carry the source line of their innermost region that has one (and its PSG vertex, when the trace
@@ -17,7 +20,8 @@ import numpy as np
 
 from scalgraph.trace import patterns
 from scalgraph.trace.critical_path import CriticalPath
-from scalgraph.trace.delay import DelayResult
+from scalgraph.trace import verdict as verdicts
+from scalgraph.trace.delay import DelayResult, mpi_callpaths
 from scalgraph.trace.forward import ForwardResult
 from scalgraph.trace.matching import callpath_names
 
@@ -40,11 +44,7 @@ def _where(fwd: ForwardResult) -> list[dict]:
     return out
 
 
-def _loc(w: dict) -> str:
-    if not w["file"]:
-        return ""
-    v = f" [vertex {w['vertex']}]" if w["vertex"] >= 0 else ""
-    return f"{w['file']}:{w['line']}{v}"
+_loc = verdicts._loc
 
 
 def _rank_summary(values: np.ndarray) -> dict:
@@ -53,7 +53,10 @@ def _rank_summary(values: np.ndarray) -> dict:
 
 
 def build_report(fwd: ForwardResult, dl: DelayResult, cp: CriticalPath, top: int = 10,
-                 clock: str = "", source: str = "", communication: bool = False) -> dict:
+                 clock: str = "", source: str = "", min_share: float = verdicts.MIN_SHARE,
+                 cpu: verdicts.CpuEvidence | None = None, notes: list[str] | None = None) -> dict:
+    """The whole report.  `cpu`: the run's thread-CPU seconds per [rank, vertex] for the verdict's
+    real-work rule (None: a trace without profiles, only the size floor applies)."""
     ctx = fwd.ctx
     names = callpath_names(ctx.nest, ctx.trace.regions)
     where = _where(fwd)
@@ -86,9 +89,11 @@ def build_report(fwd: ForwardResult, dl: DelayResult, cp: CriticalPath, top: int
     cost = dl.short_term + dl.long_term
     per_cp = cost.sum(axis=1)
     total_wait = float(dl.waits["wait"].sum())
+    is_mpi = mpi_callpaths(ctx)
     causes = []
-    for c in [int(c) for c in np.argsort(-per_cp)[:top] if per_cp[c] > 1e-6 * total_wait]:
+    for c in [int(c) for c in np.argsort(-per_cp, kind="stable") if per_cp[c] > 0]:
         e = cp_entry(c, cost[c])
+        e["kind"] = "communication" if is_mpi[c] else "computation"
         by_pat = (dl.short_by_pattern[:, c] + dl.long_by_pattern[:, c]).sum(axis=1)
         e.update(short_term=float(dl.short_term[c].sum()), long_term=float(dl.long_term[c].sum()),
                  percent_of_waiting=100.0 * float(per_cp[c]) / total_wait if total_wait > 0 else 0.0,
@@ -102,9 +107,21 @@ def build_report(fwd: ForwardResult, dl: DelayResult, cp: CriticalPath, top: int
         "scaling": "s = 1/(sum(delta) + W), unclipped (seed 000, Algorithm 1)",
         "interval_start": "end of the waiting time of the previous synchronisation with the same peer (a message "
                           "that produced a wait state) or communicator",
-        "delays": ("computation and the non-waiting part of MPI calls (seed 000)" if communication else
-                   "computation only: MPI time that is no wait state is communication, not a delay"),
+        "delays": "every call path: computation, and the non-waiting part of MPI calls as communication "
+                  "(Scalasca, seed 000)",
     }
+    wall = fwd.cube[patterns.PATTERN_INDEX["time"]]
+    found = verdicts.verdict(cost, wall, is_mpi, where, names, total, min_share, cpu)
+    notes = list(notes or [])
+    notes.append(f"root causes: computation delays of at least {100 * min_share:g} % of the total time "
+                 f"({min_share * total:.6g} s of {total:.6g} s summed over the ranks); communication delays are "
+                 "listed under delay, never as a line cause")
+    if cpu is not None:
+        notes.append(cpu.note)
+    elif not any("real work" in n for n in notes):
+        notes.append("no thread-CPU profile used: a delay is not checked for being real work (a rank descheduled on "
+                     "a shared core looks like a rank with more work); the serial replay of a `scalgraph run --trace` "
+                     "run directory reads the run's profiles for that")
 
     length = cp.length
     per_cp_path = cp.per_callpath
@@ -133,7 +150,8 @@ def build_report(fwd: ForwardResult, dl: DelayResult, cp: CriticalPath, top: int
 
     return {"source": source, "ranks": ctx.nranks, "events": ctx.nevents, "callpaths": ctx.ncallpaths,
             "run_length": float(t.max() - t.min()) if len(t) else 0.0, "total_time": total,
-            "clock": clock, "clock_violations_after_correction": fwd.clock_violations,
+            "problem_found": bool(found), "root_causes": found, "min_share": min_share,
+            "cpu_checked": cpu is not None, "notes": notes, "clock": clock, "clock_violations_after_correction": fwd.clock_violations,
             "patterns": tree, "delay": {"classification": classification, "root_causes": causes},
             "critical_path": {"length": length, "segments": int(len(cp.seg_rank)), "callpaths": path},
             "instances": instances}
@@ -156,6 +174,21 @@ def write_text(report: dict, out, top: int = 10) -> None:
         for line in report["clock"].splitlines():
             w(f"  clock: {line}\n")
 
+    found = report["root_causes"]
+    if found:
+        w(f"\nRoot causes ({len(found)}): computation that made other ranks wait, in seconds of waiting caused and "
+          f"% of the total time\n")
+        for k, c in enumerate(found[:top], 1):
+            ranks = ", ".join(f"{r} ({v:.3f} s)" for r, v in sorted(c["ranks"].items(), key=lambda kv: -kv[1])[:4])
+            real = "" if not report["cpu_checked"] else f", {100 * c['real_work']:.0f} % of its delay cost is real work"
+            w(f"  #{k} {c['where'] or c['callpaths'][0]}  {c['seconds']:.6f} s ({c['percent']:.1f} %)  "
+              f"{' '.join(c['callpaths'][:2])}\n{'':6}on rank {ranks}{real}\n")
+    else:
+        w("\nNo root cause: no computation delay reaches "
+          f"{100 * report['min_share']:g} % of the total time (the delay costs below are the account)\n")
+    for n in report["notes"]:
+        w(f"  note: {n}\n")
+
     w("\nWait states (pattern tree; inclusive seconds, % of total time; top call paths and ranks)\n")
     depth = {None: -1}
     for p in report["patterns"]:
@@ -177,11 +210,12 @@ def write_text(report: dict, out, top: int = 10) -> None:
 
     d = report["delay"]
     cl = d["classification"]
-    w(f"\nDelay costs (root causes of {cl['waiting_time']:.6f} s waiting; short-term = direct waits caused, "
-      f"long-term = waits propagated further)\n")
+    w(f"\nDelay costs (what caused the {cl['waiting_time']:.6f} s of waiting, Scalasca's accounting; short-term = "
+      f"direct waits caused, long-term = waits propagated further)\n")
     for c in d["root_causes"][:top]:
-        w(f"  {c['seconds']:10.6f} s ({c['percent_of_waiting']:5.1f} % of waiting)  short {c['short_term']:.6f}  "
-          f"long {c['long_term']:.6f}  {c['callpath']}  {c['where']}  (mostly rank {c['ranks']['max_rank']})\n")
+        w(f"  {c['seconds']:10.6f} s ({c['percent_of_waiting']:5.1f} % of waiting)  {c['kind']:<13}  "
+          f"short {c['short_term']:.6f}  long {c['long_term']:.6f}  {c['callpath']}  {c['where']}  "
+          f"(mostly rank {c['ranks']['max_rank']})\n")
         shares = ", ".join(f"{k} {100 * v / c['seconds']:.0f} %" for k, v in
                            sorted(c["by_pattern"].items(), key=lambda kv: -kv[1]) if v >= 0.005 * c["seconds"])
         if shares:

@@ -1,0 +1,129 @@
+"""The verdict of `scalgraph trace`: which delay costs are root causes that name lines of code.
+
+The delay table (scalgraph/trace/delay.py) keeps Scalasca's numbers: every call path that made
+somebody wait, MPI calls included.  That table is an account, not a diagnosis: any program that
+waits has delay costs, and on a node where ranks time-share cores, a rank descheduled inside a
+computation looks exactly like a rank with more work.  The verdict keeps from the table the call
+paths that satisfy both:
+
+(a) kind: computation.  A delay of an MPI call path is communication time (reported in the table
+    as `"kind": "communication"`), never a line cause.
+(b) size: its cost is at least `min_share` of the total time, the run time summed over the ranks
+    (Scalasca's 100 %; delay costs are waiting time summed over the ranks, so both are
+    rank-seconds).  A 0.4 s loop on one rank of a 3 s 8-rank run that makes the 7 others wait costs
+    about 2.8 of 24 rank-seconds, 12 %.
+(c) real work, when the run's thread-CPU profile is at hand (`CpuEvidence`): a rank that did E
+    seconds of extra work can make each of the other P - 1 ranks wait at most E, so on each causing
+    rank r the costs of the call paths at PSG vertex v are capped, together, at (P - 1) * E[v, r]:
+        E[v, r] = max(cpu[v, r] - median_q cpu[v, q], 0) * max(wall[v, r] / cpu[v, r], 1)
+    i.e. the rank's thread-CPU excess at v over the median rank (the seconds the profile's
+    task-clock sampler charged to v), stretched as the rank's own time at v was stretched by sharing
+    its core (`wall` is the trace's exclusive time at v, all call paths of v summed): a rank holding
+    a quarter of a core takes four times as long for its extra work too.  A loop only one rank runs
+    keeps its cost however much the node is shared; a rank that was merely descheduled in a balanced
+    kernel did no extra work, and the waiting it caused is dropped, as are the per-iteration
+    ups and downs of a balanced kernel that cancel over the run.  The same rule drops a delay
+    spent off the CPU on purpose (blocking file I/O or sleep inside a computation): it stays in the
+    delay table, but is no verdict cause when thread-CPU is measured.
+
+Causes are grouped by where they are in the source (file, line, PSG vertex; call paths without a
+place stay separate) and ranked by their capped cost.  Pure numpy: the caller reads the profiles.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+MIN_SHARE = 0.05
+
+
+@dataclass
+class CpuEvidence:
+    """Thread-CPU seconds per [rank, PSG vertex] of the traced run (RunProfile.time of the
+    computation vertices), and what to say about where it came from."""
+    cpu: np.ndarray
+    note: str = ""
+    details: dict = field(default_factory=dict)
+
+
+def _excess(values: np.ndarray) -> np.ndarray:
+    """[rows, ranks] -> per entry, how far above the median rank of its row (0 when below)."""
+    if values.shape[1] == 0:
+        return values
+    return np.maximum(values - np.median(values, axis=1, keepdims=True), 0.0)
+
+
+def extra_work(wall: np.ndarray, cpu: np.ndarray) -> np.ndarray:
+    """[vertices, ranks] wall-clock and thread-CPU seconds -> E, each rank's extra work at the vertex
+    over the median rank in wall-clock seconds (rule (c) above)."""
+    wall, cpu = np.asarray(wall, float), np.asarray(cpu, float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        stretch = np.where(cpu > 0, np.maximum(wall / np.where(cpu > 0, cpu, 1.0), 1.0), 0.0)
+    return _excess(cpu) * stretch
+
+
+def capped_costs(cost: np.ndarray, wall: np.ndarray, vertex: np.ndarray, cpu: np.ndarray | None) -> np.ndarray:
+    """[call path, rank] delay costs -> the part that is real work (rule (c) above).  `wall` is the
+    trace's exclusive time [call path, rank], `vertex` the PSG vertex per call path (-1: none; such
+    call paths are left as they are), `cpu` thread-CPU seconds [rank, vertex] or None (no cap)."""
+    cost = np.asarray(cost, float)
+    if cpu is None:
+        return cost.copy()
+    vertex = np.asarray(vertex, np.int64)
+    known = (vertex >= 0) & (vertex < cpu.shape[1])
+    out = cost.copy()
+    if not known.any():
+        return out
+    nranks = cost.shape[1]
+    verts, inv = np.unique(vertex[known], return_inverse=True)
+    wall_v = np.zeros((len(verts), nranks))
+    cost_v = np.zeros((len(verts), nranks))
+    np.add.at(wall_v, inv, np.asarray(wall, float)[known])
+    np.add.at(cost_v, inv, cost[known])
+    cap = (nranks - 1) * extra_work(wall_v, cpu[:, verts].T)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        keep = np.where(cost_v > cap, cap / np.where(cost_v > 0, cost_v, 1.0), 1.0)
+    out[known] = cost[known] * keep[inv]
+    return out
+
+
+def verdict(cost: np.ndarray, wall: np.ndarray, is_mpi: np.ndarray, where: list[dict], names: list[str],
+            total_time: float, min_share: float = MIN_SHARE, cpu: CpuEvidence | None = None) -> list[dict]:
+    """The root causes that name lines, largest first: computation call paths grouped by place,
+    whose capped cost is at least min_share * total_time.  `where[c]` has file, line, vertex."""
+    cost = np.asarray(cost, float)
+    ncp = cost.shape[0]
+    vertex = np.array([where[c]["vertex"] for c in range(ncp)], np.int64)
+    capped = capped_costs(cost, wall, vertex, cpu.cpu if cpu is not None else None)
+    groups: dict = {}
+    for c in range(ncp):
+        if is_mpi[c] or cost[c].sum() <= 0:
+            continue
+        w = where[c]
+        key = (w["file"], w["line"], w["vertex"]) if w["file"] else ("", 0, -1, names[c])
+        groups.setdefault(key, []).append(c)
+    out = []
+    floor = min_share * total_time
+    for key, cps in groups.items():
+        per_rank = capped[cps].sum(axis=0)
+        seconds = float(per_rank.sum())
+        if total_time <= 0 or seconds < floor or seconds <= 0:
+            continue
+        w = where[cps[0]]
+        delay_seconds = float(cost[cps].sum())
+        out.append({"file": w["file"], "line": int(w["line"]), "vertex": int(w["vertex"]),
+                    "where": _loc(w), "callpaths": [names[c] for c in cps],
+                    "seconds": seconds, "share": seconds / total_time, "percent": 100.0 * seconds / total_time,
+                    "delay_seconds": delay_seconds, "real_work": seconds / delay_seconds if delay_seconds > 0 else 0.0,
+                    "rank": int(per_rank.argmax()),
+                    "ranks": {str(r): float(per_rank[r]) for r in np.flatnonzero(per_rank > 0.01 * seconds).tolist()}})
+    out.sort(key=lambda e: -e["seconds"])
+    return out
+
+
+def _loc(w: dict) -> str:
+    if not w["file"]:
+        return ""
+    v = f" [vertex {w['vertex']}]" if w["vertex"] >= 0 else ""
+    return f"{w['file']}:{w['line']}{v}"

@@ -1,0 +1,154 @@
+"""The verdict of `scalgraph trace` (scalgraph/trace/verdict.py): which delay costs are root causes
+that name lines -- computation only, at least --min-share of the total time, and, with the run's
+thread-CPU profile, only as far as the delay was extra work rather than a descheduled rank.  The
+delay table underneath keeps Scalasca's numbers."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from scalgraph import cli
+from scalgraph.commands.trace import analyse
+from scalgraph.io.trace_read import write_trace
+from scalgraph.trace import verdict as V
+from test_trace_delay import figure3
+from tracebuild import Builder
+
+
+def where(*places):
+    return [{"file": f, "line": ln, "vertex": v} for f, ln, v in places]
+
+
+def test_extra_work_is_the_cpu_excess_over_the_median_rank_stretched_like_the_rank():
+    # one vertex, 4 ranks.  Rank 0 runs a loop nobody else runs, holding a quarter of a core: wall 4,
+    # CPU 1 -> 4 s of extra work.  In a balanced kernel, rank 1 was descheduled (wall 3, CPU as
+    # everybody's) -> none; rank 2 did 0.1 s more CPU at full speed -> 0.1 s.
+    assert V.extra_work(np.array([[4.0, 0, 0, 0]]), np.array([[1.0, 0, 0, 0]])).tolist() == [[4.0, 0, 0, 0]]
+    kernel = V.extra_work(np.array([[2.0, 3.0, 1.1, 2.0]]), np.array([[1.0, 1.0, 1.1, 1.0]]))
+    assert kernel.tolist() == [[0.0, 0.0, pytest.approx(0.1), 0.0]]
+    # sampled CPU above the trace's wall-clock time is never a stretch below 1; no CPU, no extra work
+    assert V.extra_work(np.array([[0.5, 0.5, 0.0]]), np.array([[1.0, 0.4, 0.0]])).tolist() == [[pytest.approx(0.6), 0, 0]]
+
+
+def test_floor_is_a_share_of_the_total_time_summed_over_ranks():
+    # 8 ranks x 3 s = 24 s total time.  The loop's 0.4 s on rank 3 made 7 ranks wait: 2.8 s of
+    # delay cost, 11.7 %; a kernel's 1.0 s of scattered cost is 4.2 % and no cause at 5 %.
+    cost = np.zeros((2, 8))
+    cost[0, 3] = 2.8
+    cost[1] = 1.0 / 8
+    got = V.verdict(cost, np.ones((2, 8)), np.array([False, False]), where(("a.c", 10, 1), ("a.c", 20, 2)),
+                    ["main/loop", "main/kernel"], total_time=24.0)
+    assert [(e["line"], e["rank"], round(e["share"], 6)) for e in got] == [(10, 3, round(2.8 / 24, 6))]
+    assert got[0]["seconds"] == pytest.approx(2.8) and got[0]["delay_seconds"] == pytest.approx(2.8)
+    lower = V.verdict(cost, np.ones((2, 8)), np.array([False, False]), where(("a.c", 10, 1), ("a.c", 20, 2)),
+                      ["main/loop", "main/kernel"], total_time=24.0, min_share=0.04)
+    assert [e["line"] for e in lower] == [10, 20]
+
+
+def test_communication_is_never_a_verdict_cause():
+    cost = np.array([[5.0, 0.0], [0.5, 0.0]])
+    got = V.verdict(cost, np.ones((2, 2)), np.array([True, False]), where(("a.c", 5, 3), ("a.c", 9, 4)),
+                    ["main/MPI_Recv", "main/f"], total_time=10.0)
+    assert [e["callpaths"] for e in got] == [["main/f"]]
+
+
+def test_cpu_cap_drops_a_descheduled_rank_and_keeps_a_loaded_one():
+    """Three ranks, two computation call paths.  The kernel (vertex 0) is balanced in thread-CPU, but
+    rank 1 was descheduled in it (wall 3 vs 2) and its delay cost is large; the loop (vertex 1) runs
+    only on rank 2, stretched by time-sharing to 4x its CPU time: E = 4, cap (3 - 1) * 4 = 8 > 4.
+    With the profile the kernel goes and the loop stays whole; without it both are causes."""
+    cost = np.array([[0.0, 6.0, 0.0], [0.0, 0.0, 4.0]])
+    wall = np.array([[2.0, 3.0, 2.0], [0.0, 0.0, 4.0]])
+    cpu = np.array([[1.0, 0.0], [1.0, 0.0], [1.0, 1.0]])          # [rank, vertex]
+    args = (cost, wall, np.array([False, False]), where(("k.c", 7, 0), ("k.c", 30, 1)), ["main/kernel", "main/loop"])
+    plain = V.verdict(*args, total_time=30.0)
+    assert [e["line"] for e in plain] == [7, 30]
+    checked = V.verdict(*args, total_time=30.0, cpu=V.CpuEvidence(cpu))
+    assert [(e["line"], e["seconds"], e["real_work"]) for e in checked] == [(30, 4.0, 1.0)]
+
+
+def test_cpu_cap_is_p_minus_1_times_the_extra_work_shared_by_the_call_paths_of_a_vertex():
+    """Per-iteration ups and downs of a balanced kernel add up to a large delay cost though the rank
+    did only 0.1 s more work over the run: 4 ranks can wait at most 3 x 0.1 s for it.  Two call paths
+    at one vertex share the cap in proportion to their costs."""
+    cost = np.array([[0.0, 0.9, 0.0, 0.0], [0.0, 0.3, 0.0, 0.0]])
+    wall = np.array([[1.0, 1.1, 1.0, 1.0], [0.0, 0.0, 0.0, 0.0]])
+    cpu = np.array([[1.0], [1.1], [1.0], [1.0]])
+    out = V.capped_costs(cost, wall, np.array([0, 0]), cpu)
+    assert out[:, 1] == pytest.approx([0.3 * 0.75, 0.3 * 0.25]) and not out[:, [0, 2, 3]].any()
+
+
+def test_call_paths_of_one_place_add_up():
+    # one line reached over two call paths, each 3 % of the total time: 6 % together
+    cost = np.array([[0.3, 0.0], [0.0, 0.3], [0.2, 0.0]])
+    got = V.verdict(cost, np.ones((3, 2)), np.zeros(3, bool), where(("s.c", 4, 9), ("s.c", 4, 9), ("s.c", 8, 2)),
+                    ["main/a/f", "main/b/f", "main/g"], total_time=10.0)
+    assert [(e["callpaths"], round(e["seconds"], 9)) for e in got] == [(["main/a/f", "main/b/f"], 0.6)]
+    assert got[0]["ranks"] == {"0": 0.3, "1": 0.3}
+
+
+def test_capped_costs_leave_call_paths_without_a_vertex_alone():
+    cost = np.array([[1.0, 2.0]])
+    out = V.capped_costs(cost, np.array([[1.0, 3.0]]), np.array([-1]), np.zeros((2, 4)))
+    assert out.tolist() == [[1.0, 2.0]]
+
+
+def test_figure3_report_keeps_scalasca_numbers_and_names_the_computation():
+    """The report through the command's analyse(): the table is seed 000's Figure 3 exactly (with the
+    MPI_Recv communication delay), the verdict is its computation; with a CPU profile in which A
+    (rank 0) did 1 s more g than the median rank but no more f, g keeps (3 - 1) * E of its cost and f
+    goes."""
+    tr = figure3().build()
+    rep = analyse(tr, clock_correction=False)
+    table = {c["callpath"]: (c["kind"], round(c["seconds"], 9)) for c in rep["delay"]["root_causes"]}
+    assert table == {"main/g": ("computation", 3.375), "main/f": ("computation", 1.125),
+                     "main/MPI_Recv": ("communication", 0.5)}
+    assert rep["delay"]["classification"]["short_term"] == pytest.approx(3.5)
+    assert rep["delay"]["classification"]["long_term"] == pytest.approx(1.5)
+    assert [c["callpaths"] for c in rep["root_causes"]] == [["main/g"], ["main/f"]] and rep["problem_found"]
+    # vertices: f -> 0, g -> 1.  Wall: f 2/1/2 (median 2, rank 0 no excess), g 3/0/0.5.
+    for r in tr.regions:
+        r.vertex = {"f": 0, "g": 1}.get(r.name, -1)
+    cpu = np.array([[2.0, 1.5], [1.0, 0.0], [2.0, 0.5]])
+    # tighter: CPU excess 0.5 -> E = 0.5 * 3 / 1.0 = 1.5, cap 3 -> g keeps 3 of 3.375
+    tight = analyse(tr, clock_correction=False, cpu=V.CpuEvidence(np.array([[2.0, 1.0], [1.0, 0.0], [2.0, 0.5]])))
+    assert [(c['callpaths'], round(c['seconds'], 9)) for c in tight['root_causes']] == [(['main/g'], 3.0)]
+    rep = analyse(tr, clock_correction=False, cpu=V.CpuEvidence(cpu, "cpu from a test"))
+    got = {tuple(c["callpaths"]): round(c["seconds"], 9) for c in rep["root_causes"]}
+    # g on rank 0: CPU excess 1.5 - 0.5 = 1, stretched by wall/CPU = 3/1.5 -> E = 2, cap 2 * 2 = 4 >
+    # 3.375: whole.  f: no CPU excess over the median (2) -> dropped
+    assert got == {("main/g",): 3.375}
+    assert rep["cpu_checked"] and "cpu from a test" in rep["notes"]
+    assert {c["callpath"]: round(c["seconds"], 9) for c in rep["delay"]["root_causes"]} == {
+        "main/g": 3.375, "main/f": 1.125, "main/MPI_Recv": 0.5}          # the table is never capped
+
+
+def test_balanced_program_with_jitter_has_no_verdict(tmp_path, capsys):
+    """Four ranks, the same work each step but a little jitter, an allreduce after each of 10 steps:
+    every rank waits a bit, so the delay table is not empty, yet nothing reaches 5 % of the time."""
+    rng = np.random.default_rng(3)
+    b = Builder(4)
+    clock = [0.0] * 4
+    for r in range(4):
+        b.enter(r, 0, "main")
+    for _ in range(10):
+        for r in range(4):
+            d = 1.0 + float(rng.uniform(0, 0.03))
+            b.work(r, clock[r], clock[r] + d, "kernel")
+            clock[r] += d
+        end = max(clock) + 0.01
+        for r in range(4):
+            b.coll(r, clock[r], end, "MPI_Allreduce")
+        clock = [end] * 4
+    for r in range(4):
+        b.exit(r, end + 0.1, "main")
+    path = tmp_path / "jitter.json"
+    write_trace(b.build(), path, "json")
+    assert cli.main(["trace", str(path), "--json"]) == 0
+    rep = json.loads(capsys.readouterr().out)
+    assert rep["delay"]["root_causes"] and rep["delay"]["classification"]["waiting_time"] > 0
+    assert rep["root_causes"] == [] and rep["problem_found"] is False
+    assert cli.main(["trace", str(path)]) == 0
+    assert "No root cause: no computation delay reaches 5 % of the total time" in capsys.readouterr().out
