@@ -216,16 +216,27 @@ def test_causes_are_read_from_detect_and_trace_reports():
                               {"file": "cg.c", "line": 40, "line_last": None, "location": "cg.c:40"}]}
     assert ra.detect_causes(detect) == [ra.Cause("/t/cg.c", 21, 22, "cg.c:21-22", 0.5), ra.Cause("cg.c", 40, 40, "cg.c:40")]
     assert ra.detect_causes({"root_causes": []}) == []
-    trace = {"delay": {"root_causes": [
-        {"callpath": "main/comp@cg.c:60", "where": "/tmp/s/cg.c:60 [vertex 22]", "vertex": 22, "seconds": 0.25},
-        {"callpath": "main", "where": "cg.c:10-30", "vertex": 3},
-        {"callpath": "main/x", "where": "cg.c:70", "file": "cg.c", "line": 71, "line_last": 75},
-        {"callpath": "?", "where": "", "vertex": -1}]}}
+    # the verdict (top-level root_causes) is read, never the delay table under "delay"
+    trace = {"root_causes": [
+        {"callpaths": ["main/comp@cg.c:60"], "where": "/tmp/s/cg.c:60 [vertex 22]", "file": "/tmp/s/cg.c", "line": 60,
+         "vertex": 22, "seconds": 0.25},
+        {"callpaths": ["main"], "where": "cg.c:10-30", "vertex": 3},
+        {"callpaths": ["main/x"], "where": "cg.c:70", "file": "cg.c", "line": 71, "line_last": 75},
+        {"callpaths": ["?"], "where": "", "vertex": -1}],
+        "delay": {"root_causes": [{"callpath": "main/MPI_Recv", "where": "cg.c:99", "kind": "communication"}]}}
     got = ra.trace_causes(trace)
     assert [(c.file, c.line, c.line_last) for c in got] == [("/tmp/s/cg.c", 60, 60), ("cg.c", 10, 30),
                                                           ("cg.c", 71, 75), ("", 0, 0)]
-    assert got[0].cost == 0.25 and got[1].cost == 0.0
+    assert got[0].cost == 0.25 and got[1].cost == 0.0 and got[0].label == "main/comp@cg.c:60 /tmp/s/cg.c:60 [vertex 22]"
     assert ra.hit_rank(got, "cg.c", 60) == 0 and ra.hit_rank(got, "cg.c", 73) == 2
+    # an empty verdict is a passing control although the delay table is not empty
+    quiet = {"root_causes": [], "problem_found": False, "delay": trace["delay"]}
+    assert ra.trace_causes(quiet) == []
+    assert ra.outcome(ra.CONTROL, "trace", 0, ra.trace_causes(quiet), None, None)["passed"] is True
+    assert ra.outcome(ra.CONTROL, "trace", 0, got, None, None)["passed"] is False
+    # a report without the verdict (an older scalgraph) is an error, not a passing control
+    with pytest.raises(ValueError, match="root_causes"):
+        ra.trace_causes({"delay": trace["delay"]})
 
 
 # ------------------------------------------------------------------------------------------------ sources

@@ -7,7 +7,8 @@ plants a fixed CPU loop on one rank inside the main loop of one copy, builds bot
 compile wrappers, and per repetition and mode runs `scalgraph run -n 2,4,8` (with `--trace` for the
 trace modes), `scalgraph detect --json` and, in the `trace` mode, `scalgraph trace --json` on the
 largest scale's run.  A planted run is a top-1 (top-3) hit when the first (one of the first three)
-root causes lies on the planted loop; a control run (no plant) passes when no root cause is reported.
+root causes lies on the planted loop; a control run (no plant) passes when no root cause is reported
+(in the trace mode: when the verdict of `scalgraph trace`, its top-level root_causes, is empty).
 
   .venv/bin/python benchmarks/accuracy/run_accuracy.py --sources /work/.mirror
   .venv/bin/python benchmarks/accuracy/run_accuracy.py --sources DIR --programs hpccg --modes profile --repeat 1
@@ -293,7 +294,7 @@ class Cause:
     line: int
     line_last: int
     label: str
-    cost: float = 0.0        # seconds: detect's `cost`, trace's delay cost `seconds` (for reading the JSON)
+    cost: float = 0.0        # seconds: detect's `cost`, trace's verdict `seconds` (the delay cost that counts)
 
 
 def is_hit(cause: Cause, file: str, line: int) -> bool:
@@ -315,15 +316,21 @@ def detect_causes(report: dict) -> list[Cause]:
 
 
 def trace_causes(report: dict) -> list[Cause]:
-    """`scalgraph trace --json`: delay.root_causes[k] (ranked by delay cost).  Uses the entry's file,
-    line and line_last fields when present, else the file:line in its `where` string."""
+    """`scalgraph trace --json`: its verdict, the top-level root_causes[k] (computation delays that are
+    root causes naming lines, ranked by the delay cost that counts; docs/trace-json.md), not the delay
+    table delay.root_causes, which lists every call path that made anybody wait.  Uses the entry's
+    file, line and line_last fields when present, else the file:line in its `where` string."""
     out = []
-    for c in report.get("delay", {}).get("root_causes", []):
+    causes = report.get("root_causes")
+    if not isinstance(causes, list):
+        raise ValueError("no top-level root_causes list (the verdict) in the scalgraph trace report")
+    for c in causes:
         file, line, last = c.get("file"), c.get("line"), c.get("line_last")
         if not file or not line:
             m = re.match(r"\s*(.+?):(\d+)(?:-(\d+))?(?:\s|$)", str(c.get("where") or ""))
             file, line, last = (m.group(1), int(m.group(2)), int(m.group(3) or m.group(2))) if m else ("", 0, 0)
-        out.append(Cause(str(file), int(line), int(last or line), f"{c.get('callpath', '')} {c.get('where', '')}".strip(),
+        names = c.get("callpaths") or [c.get("callpath", "")]
+        out.append(Cause(str(file), int(line), int(last or line), f"{' '.join(map(str, names))} {c.get('where', '')}".strip(),
                          float(c.get("seconds") or 0.0)))
     return out
 
