@@ -254,3 +254,25 @@ def test_threads_get_their_own_events_closed_at_their_exit(tmp_path):
     truth = lines[0]["cpu_ns"] * 1e-9
     assert prof.time[0, 4] == pytest.approx(truth, rel=0.05)       # both threads' loops, sampled
     assert lines[0]["perf_fds_before"] == lines[0]["perf_fds_after"] == 1   # the main thread's only
+
+
+def test_scalgraph_run_says_when_the_fallback_sampled(tmp_path):
+    """One note line after runs whose profiles were sampled with ITIMER_PROF; none with task-clock."""
+    sgcc = BIN / "sgcc"
+    require_tool(sgcc.exists() and MPIEXEC is not None, "no sgcc/mpiexec")
+    exe = tmp_path / "mw"
+    root = Path(__file__).resolve().parent.parent
+    subprocess.run([str(sgcc), "-O2", "-o", str(exe), str(root / "samples" / "masterworker" / "masterworker.c")],
+                   check=True, capture_output=True, timeout=600)
+    notes = {}
+    for sampler in ("itimer", "task-clock"):
+        res = subprocess.run([sys.executable, "-m", "scalgraph.cli", "run", "-n", "2", "--hz", "500", "-o",
+                              str(tmp_path / sampler), "--", str(exe), "12"], capture_output=True, text=True,
+                             timeout=600, cwd=tmp_path, env=dict(os.environ, SCALGRAPH_SAMPLER=sampler))
+        assert res.returncode == 0, res.stderr
+        notes[sampler] = [line for line in res.stderr.splitlines() if "ITIMER_PROF fallback" in line]
+        prof = pf.read_run(tmp_path / sampler / "scale-2" / "rep-0")
+        assert prof.meta["hz_requested"] == 500.0
+    assert len(notes["itimer"]) == 1 and notes["itimer"][0].startswith("scalgraph run: note: 1 run(s) sampled")
+    if prof.meta["sampler"] == "task-clock":
+        assert notes["task-clock"] == []
