@@ -276,3 +276,37 @@ def test_scalgraph_run_says_when_the_fallback_sampled(tmp_path):
     assert len(notes["itimer"]) == 1 and notes["itimer"][0].startswith("scalgraph run: note: 1 run(s) sampled")
     if prof.meta["sampler"] == "task-clock":
         assert notes["task-clock"] == []
+
+
+DENY_PERF = r"""
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <sys/syscall.h>
+/* plays a host where perf_event_paranoid or seccomp refuses perf_event_open */
+long syscall(long n, ...) {
+    va_list ap;
+    va_start(ap, n);
+    long a[6];
+    for (int i = 0; i < 6; i++) a[i] = va_arg(ap, long);
+    va_end(ap);
+    if (n == SYS_perf_event_open) { errno = EACCES; return -1; }
+    long (*real)(long, ...) = (long (*)(long, ...))dlsym(RTLD_NEXT, "syscall");
+    return real(n, a[0], a[1], a[2], a[3], a[4], a[5]);
+}
+"""
+
+
+def test_where_perf_events_are_refused_the_itimer_fallback_runs_and_says_so(phases, tmp_path):
+    cc = shutil.which("cc")
+    require_tool(cc is not None, "no C compiler (cc)")
+    (tmp_path / "deny.c").write_text(DENY_PERF)
+    subprocess.run([cc, "-shared", "-fPIC", "-O1", str(tmp_path / "deny.c"), "-o", str(tmp_path / "deny.so"), "-ldl"],
+                   check=True)
+    lines, err, prof = run_phases(phases, tmp_path / "prof", 2, [4, 4000, 4000, 0],
+                                  env={"LD_PRELOAD": str(tmp_path / "deny.so"), "SCALGRAPH_SAMPLER": ""})
+    assert prof.meta["samplers"] == ["itimer", "itimer"] and prof.meta["hz"] > 0
+    assert err.count("perf events are not available here (Permission denied); sampling falls back to "
+                     "ITIMER_PROF") == 1                                    # rank 0 only
+    assert sorted(lines) == [0, 1] and all(v["a_ns"] > 0 for v in lines.values())
