@@ -310,3 +310,19 @@ def test_where_perf_events_are_refused_the_itimer_fallback_runs_and_says_so(phas
     assert err.count("perf events are not available here (Permission denied); sampling falls back to "
                      "ITIMER_PROF") == 1                                    # rank 0 only
     assert sorted(lines) == [0, 1] and all(v["a_ns"] > 0 for v in lines.values())
+
+
+def test_repetitions_keep_the_computation_between_mpi_calls_and_detect_notes_the_fallback(tmp_path):
+    from scalgraph.io.experiment import _partial_notes, median_of_repetitions
+    from scalgraph.model.profile import empty_profile
+    reps = []
+    for k in (1.0, 3.0, 2.0):
+        prof = empty_profile(1, 2)
+        prof.comp_wall[0, 1], prof.comp_cpu[0, 1], prof.mpi_cpu[0, 1] = 10 * k, 5 * k, k
+        reps.append(prof)
+    med = median_of_repetitions(reps)
+    assert (med.comp_wall[0, 1], med.comp_cpu[0, 1], med.mpi_cpu[0, 1]) == (20.0, 10.0, 2.0)
+    notes = _partial_notes("scale-2/rep-0", {"sampler": "itimer", "hz": 250.0})
+    assert notes == ["scale-2/rep-0: sampled with the ITIMER_PROF fallback (250 samples per CPU second): perf "
+                     "events were not available; sampled times are tick-biased"]
+    assert _partial_notes("x", {"sampler": "task-clock", "hz": 990.0}) == []

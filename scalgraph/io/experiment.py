@@ -112,6 +112,9 @@ def _partial_notes(where, meta: dict) -> list[str]:
                      "not at MPI_Finalize: their data may be partial")
     if meta.get("sampling_off_ranks"):
         notes.append(f"{where}: sampling was off on ranks {meta['sampling_off_ranks'][:8]}: computation there is not measured")
+    if meta.get("sampler") == "itimer":
+        notes.append(f"{where}: sampled with the ITIMER_PROF fallback ({meta.get('hz', 0):.0f} samples per CPU second): "
+                     "perf events were not available; sampled times are tick-biased")
     if meta.get("deps_dropped"):
         notes.append(f"{where}: {meta['deps_dropped']} communication dependence records were dropped (table full): "
                      "some inter-process edges are missing")
@@ -129,7 +132,8 @@ def median_of_repetitions(reps: list[RunProfile]) -> RunProfile:
     return RunProfile(typical.nranks, typical.nvertices, typical.psg_hash, med("time"),
                       np.rint(med("samples")).astype(np.int64), np.rint(med("calls")).astype(np.int64),
                       med("wait"), typical.deps, dict(typical.comm_members), counters,
-                      {**typical.meta, "repetitions": len(reps), "wall_time": float(np.median(totals))})
+                      {**typical.meta, "repetitions": len(reps), "wall_time": float(np.median(totals))},
+                      comp_wall=med("comp_wall"), comp_cpu=med("comp_cpu"), mpi_cpu=med("mpi_cpu"))
 
 
 def _default_read_run(run_dir: pathlib.Path) -> RunProfile:
