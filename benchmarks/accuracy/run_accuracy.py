@@ -330,8 +330,8 @@ def trace_causes(report: dict) -> list[Cause]:
             m = re.match(r"\s*(.+?):(\d+)(?:-(\d+))?(?:\s|$)", str(c.get("where") or ""))
             file, line, last = (m.group(1), int(m.group(2)), int(m.group(3) or m.group(2))) if m else ("", 0, 0)
         names = c.get("callpaths") or [c.get("callpath", "")]
-        out.append(Cause(str(file), int(line), int(last or line), f"{' '.join(map(str, names))} {c.get('where', '')}".strip(),
-                         float(c.get("seconds") or 0.0)))
+        label = f"{' '.join(map(str, names))} {c.get('where', '')}".strip()
+        out.append(Cause(str(file), int(line), int(last or line), label, float(c.get("seconds") or 0.0)))
     return out
 
 

@@ -53,19 +53,20 @@ def cpu_evidence(trace, path: str):
         return None, f"the profiles beside the trace were not used ({e}); a delay is not checked for being real work"
     want = str(trace.meta.get("psg_hash") or "")
     if prof.nranks != trace.nranks or (want and prof.psg_hash and want != prof.psg_hash):
-        return None, (f"the profiles in {run_dir} belong to another run ({prof.nranks} ranks, PSG {prof.psg_hash[:12]}); "
-                      "a delay is not checked for being real work")
+        return None, (f"the profiles in {run_dir} belong to another run ({prof.nranks} ranks, "
+                      f"PSG {prof.psg_hash[:12]}); a delay is not checked for being real work")
     if prof.meta.get("sampler") in (None, "off") or prof.meta.get("incomplete"):
         why = "sampling was off" if prof.meta.get("sampler") in (None, "off") else "ranks are missing"
-        return None, f"the profiles in {run_dir} measured no thread-CPU time ({why}); a delay is not checked for being real work"
+        return None, (f"the profiles in {run_dir} measured no thread-CPU time ({why}); a delay is not checked for "
+                      "being real work")
     cpu = np.where(prof.calls > 0, 0.0, prof.time)
-    cores = [c for c in prof.meta.get("cores") or [] if c]
-    on_host = [n for n in prof.meta.get("ranks_on_host") or [] if n]
-    shared = bool(cores and on_host and max(n / c for n, c in zip(on_host, cores)) > 1)
-    how = (f"{max(on_host)} ranks on a host with {min(cores)} cores time-share them" if shared else
-           "the ranks did not time-share cores" if cores and on_host else "core counts not recorded")
-    note = (f"real work: a computation delay counts as far as its rank's excess time at its PSG vertex over the "
-            f"median rank is also a thread-CPU excess (profiles in {run_dir}; {how})")
+    pairs = [(n, c) for n, c in zip(prof.meta.get("ranks_on_host") or [], prof.meta.get("cores") or []) if n and c]
+    shared = any(n > c for n, c in pairs)
+    how = (f"{max(n for n, _ in pairs)} ranks on a host with {min(c for _, c in pairs)} cores time-share them"
+           if shared else "the ranks did not time-share cores" if pairs else "core counts not recorded")
+    note = (f"real work: on each causing rank a computation delay is capped at (ranks - 1) x the rank's extra work "
+            f"at its PSG vertex, its thread-CPU excess over the median rank stretched as its time there was "
+            f"(profiles in {run_dir}; {how})")
     return CpuEvidence(cpu, note, {"run_dir": str(run_dir), "time_shared": shared}), None
 
 

@@ -151,7 +151,8 @@ def build_report(fwd: ForwardResult, dl: DelayResult, cp: CriticalPath, top: int
     return {"source": source, "ranks": ctx.nranks, "events": ctx.nevents, "callpaths": ctx.ncallpaths,
             "run_length": float(t.max() - t.min()) if len(t) else 0.0, "total_time": total,
             "problem_found": bool(found), "root_causes": found, "min_share": min_share,
-            "cpu_checked": cpu is not None, "notes": notes, "clock": clock, "clock_violations_after_correction": fwd.clock_violations,
+            "cpu_checked": cpu is not None, "notes": notes, "clock": clock,
+            "clock_violations_after_correction": fwd.clock_violations,
             "patterns": tree, "delay": {"classification": classification, "root_causes": causes},
             "critical_path": {"length": length, "segments": int(len(cp.seg_rank)), "callpaths": path},
             "instances": instances}
@@ -180,7 +181,8 @@ def write_text(report: dict, out, top: int = 10) -> None:
           f"% of the total time\n")
         for k, c in enumerate(found[:top], 1):
             ranks = ", ".join(f"{r} ({v:.3f} s)" for r, v in sorted(c["ranks"].items(), key=lambda kv: -kv[1])[:4])
-            real = "" if not report["cpu_checked"] else f", {100 * c['real_work']:.0f} % of its delay cost is real work"
+            real = ("" if not report["cpu_checked"] else
+                    f", {100 * c['real_work']:.0f} % of its delay cost backed by extra thread-CPU work")
             w(f"  #{k} {c['where'] or c['callpaths'][0]}  {c['seconds']:.6f} s ({c['percent']:.1f} %)  "
               f"{' '.join(c['callpaths'][:2])}\n{'':6}on rank {ranks}{real}\n")
     else:
