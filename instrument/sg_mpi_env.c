@@ -60,9 +60,18 @@ static void clock_sync(double *offset, double *rtt) {
     *rtt = best;
 }
 
-/* Ranks of this run sharing the host (0 if the MPI cannot tell): a collective over MPI_COMM_WORLD,
- * through PMPI so the program's communicator table does not see it. */
-static uint32_t ranks_on_host(void) {
+/* Ranks of this run sharing the host (0 if the MPI cannot tell).  The launcher says it (as for
+ * sync_rounds: every rank sees the same launcher, so all take the same branch); otherwise a collective
+ * over MPI_COMM_WORLD, through PMPI so the program's communicator table does not see it.  The
+ * collective costs scheduler time slices when ranks outnumber cores (about 0.1 s at 8 ranks on 2). */
+static uint32_t ranks_on_host(int nranks) {
+    const char *local = getenv("MPI_LOCALNRANKS");                 /* MPICH's Hydra */
+    if (local == NULL)
+        local = getenv("OMPI_COMM_WORLD_LOCAL_SIZE");              /* Open MPI */
+    if (local != NULL && atoi(local) > 0)
+        return (uint32_t)atoi(local);
+    if (nranks <= 1)
+        return 1;
     MPI_Comm node = MPI_COMM_NULL;
     int n = 0;
     if (PMPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node) != MPI_SUCCESS ||
@@ -87,7 +96,7 @@ void sg_mpi_after_init(void) {
         *nl = 0;
     snprintf(sg_run.mpi_library, sizeof sg_run.mpi_library, "%.255s", version);
     sg_run.cores = sg_affinity_cores();   /* the launcher may have bound the rank by now */
-    sg_run.ranks_on_host = ranks_on_host();
+    sg_run.ranks_on_host = ranks_on_host(size);
     sg_sampler_report(rank);
     if (size > 1 && sync_rounds(size) > 0)
         PMPI_Comm_dup(MPI_COMM_WORLD, &sync_comm_);

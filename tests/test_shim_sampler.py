@@ -147,10 +147,15 @@ def test_task_clock_samples_give_each_phase_its_cpu_time(barrier_run):
     assert prof.time[0, V_A] == 0 and prof.time[0, V_B] == 0
 
 
-def test_cores_and_ranks_on_the_host_are_recorded(barrier_run):
+def test_cores_and_ranks_on_the_host_are_recorded(barrier_run, phases, tmp_path):
     _, prof = barrier_run
-    assert prof.meta["ranks_on_host"] == [2, 2]
+    assert prof.meta["ranks_on_host"] == [2, 2]          # from the launcher's environment
     assert all(1 <= c <= os.cpu_count() for c in prof.meta["cores"])
+    # without the launcher's word: MPI_Comm_split_type(MPI_COMM_TYPE_SHARED) in MPI_Init's wrapper
+    env = dict(os.environ, SCALGRAPH_OUT=str(tmp_path / "prof"))
+    subprocess.run([MPIEXEC, "-n", "3", "env", "-u", "MPI_LOCALNRANKS", "-u", "OMPI_COMM_WORLD_LOCAL_SIZE",
+                    str(phases), "1", "100", "100", "0"], env=env, capture_output=True, check=True, timeout=300)
+    assert pf.read_run(tmp_path / "prof").meta["ranks_on_host"] == [3, 3, 3]
 
 
 def test_the_itimer_fallback_is_forced_and_said(phases, tmp_path):
