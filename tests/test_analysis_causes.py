@@ -223,14 +223,6 @@ def test_thin_evidence_is_said_and_not_reported_as_a_clean_bill():
     assert not long["sampling"]["thin"] and not any(n.startswith("thin evidence") for n in long["notes"])
 
 
-def test_itimer_fallback_is_noted():
-    psg, runs, _ = syn.balanced()
-    assert not any("ITIMER_PROF" in n for n in analyse(psg, runs)["notes"])
-    for prof in runs.values():
-        prof.meta["sampler"] = "itimer"
-    assert any("ITIMER_PROF" in n for n in analyse(psg, runs)["notes"])
-
-
 def test_exact_segments_are_matched_by_construct_when_samples_land_in_another_copy():
     """Measured on samples/cg with its main loop fully unrolled: the PSG had the planted loop in the
     first copy only, so all its samples went there, while each iteration's exact computation was

@@ -20,7 +20,8 @@ from scalgraph.model.profile import RunProfile
 HZ = 1e6    # sampled (non-MPI) times are samples / hz: microsecond resolution keeps the synthetic times
 
 
-def _save_run(run_dir: pathlib.Path, prof: RunProfile, flags: int = pf.FLAG_FINALIZED, deps_dropped: int = 0) -> None:
+def _save_run(run_dir: pathlib.Path, prof: RunProfile, flags: int = pf.FLAG_FINALIZED, deps_dropped: int = 0,
+              sampler: str = "task-clock") -> None:
     run_dir.mkdir(parents=True, exist_ok=True)
     comms = sorted(prof.comm_members.items())
     members = np.array([m for _, ms in comms for m in ms], dtype="<i4")
@@ -38,7 +39,8 @@ def _save_run(run_dir: pathlib.Path, prof: RunProfile, flags: int = pf.FLAG_FINA
         pf.write_rank_file(run_dir / f"rank-{r}.sgp", prof.nvertices, arrays, deps=deps, comms=comm_rows,
                            members=members, rank=r, nranks=prof.nranks, flags=flags, hz=HZ, comm_sample=1.0,
                            deps_dropped=deps_dropped, end_time=prof.wall_time, psg_hash=prof.psg_hash.encode(),
-                           host=b"test", mpi_library=b"synthetic", sampler=1, hz_delivered=HZ)
+                           host=b"test", mpi_library=b"synthetic", sampler=pf.SAMPLERS.index(sampler),
+                           hz_delivered=HZ)
 
 
 def write_synthetic_experiment(path: pathlib.Path, psg, runs: dict, reps: int = 1, disturb=None) -> pathlib.Path:
@@ -210,6 +212,17 @@ def test_partial_profiles_are_mentioned_in_the_report(tmp_path, capsys):
     assert code == 0 and "#1 cg.c:12" in out
     assert "note: scale-8/rep-0: 8 rank(s) wrote their profile at sigterm" in out
     assert "96 communication dependence records were dropped" in out      # 12 on each of 8 ranks
+
+
+def test_runs_sampled_with_the_itimer_fallback_are_said_once_each(tmp_path, capsys):
+    psg, runs, comp = syn.cg_like()
+    exp = write_synthetic_experiment(tmp_path / "exp", psg, runs)
+    code, out, _ = _detect(capsys, exp)
+    assert "ITIMER_PROF" not in out
+    _save_run(exp / "scale-8/rep-0", runs[8], sampler="itimer")
+    code, out, _ = _detect(capsys, exp)
+    assert code == 0 and "#1 cg.c:12" in out
+    assert out.count("ITIMER_PROF") == 1 and "scale-8/rep-0: sampled with the ITIMER_PROF fallback" in out
 
 
 def test_json_of_a_single_scale_is_strict_json(tmp_path, capsys):

@@ -4,8 +4,8 @@ being read as a clean bill of health or a guess.
 * Resolution: a rank's sampled time from n samples at hz is known to sqrt(n)/hz.  When the
   reporting floor is below 3 such errors at the typical (median) rank's sample count, a cause of
   floor size cannot be told from noise: the run is too short, or the rate too low.
-* Sampler: the ITIMER_PROF fallback delivers signals to whichever thread is running and is capped
-  by the kernel tick, so its counts are biased; the note says it was used.
+(That a run was sampled with the biased ITIMER_PROF fallback is said by the experiment reader, for
+every run: scalgraph/io/experiment.py.)
 """
 from __future__ import annotations
 
@@ -30,13 +30,6 @@ def thin_evidence(profile: RunProfile, floor: float) -> tuple[bool, float, float
     return bool(floor < err), n, float(err)
 
 
-def _samplers(meta: dict) -> set[str]:
-    s = meta.get("sampler")
-    if s is None:
-        return set()
-    return {str(x) for x in (s if isinstance(s, (list, tuple, np.ndarray)) else [s])}
-
-
 def evidence_notes(profile: RunProfile, floor: float, scale: int) -> list[str]:
     notes = []
     hz = float(profile.meta.get("hz") or 0.0)
@@ -46,8 +39,4 @@ def evidence_notes(profile: RunProfile, floor: float, scale: int) -> list[str]:
                      f"rank's sampled time is known to +-{err * 1e3:.0f} ms (3 sampling errors), more than the "
                      f"reporting floor ({floor * 1e3:.0f} ms); computation costs below that cannot be told from "
                      "noise and are not reported: run longer (more iterations) or raise `scalgraph run --hz`")
-    if "itimer" in _samplers(profile.meta):
-        notes.append("sampler: the ITIMER_PROF fallback was used (perf_event task-clock unavailable); its samples "
-                     "are capped by the kernel tick and biased towards whichever thread runs when it fires, so "
-                     "computation times are approximate")
     return notes

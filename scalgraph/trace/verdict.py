@@ -25,6 +25,8 @@ paths that satisfy both:
     ups and downs of a balanced kernel that cancel over the run.  The same rule drops a delay
     spent off the CPU on purpose (blocking file I/O or sleep inside a computation): it stays in the
     delay table, but is no verdict cause when thread-CPU is measured.
+    Not told apart: a rank that needs more thread-CPU for the same work on a slower core (a physical
+    core shared with another busy process, steal time); only an instruction count would.
 
 Causes are grouped by where they are in the source (file, line, PSG vertex; call paths without a
 place stay separate) and ranked by their capped cost.  Pure numpy: the caller reads the profiles.
