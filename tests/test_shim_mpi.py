@@ -132,7 +132,9 @@ def test_samples_land_in_the_loop_that_burns_the_time(programs, tmp_path, sample
     assert prof.meta["samplers"] == [sampler] * 2 and prof.meta["hz_requested"] == 200.0
     assert 20 < prof.meta["hz"] < 400      # delivered: samples per CPU second (itimer: tick-bound)
     for r in range(2):
-        s = prof.samples[r]
+        # MPI vertices are timed exactly; a rank that polls while its partner computes gets samples
+        # there too (the process CPU timer of the fallback sees the polling), so look at the others
+        s = np.where(prof.calls[r] > 0, 0, prof.samples[r])
         assert s.argmax() == BURN_A, s                   # the same function, from its costly call site
         assert s[BURN_A] > 2 * s[BURN_B] > 0, s
         assert s[BURN_A] >= 0.5 * s.sum(), s
