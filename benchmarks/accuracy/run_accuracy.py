@@ -239,18 +239,22 @@ def c_plant(rank: int, iterations: int, indent: str) -> tuple[list[str], int]:
 
 
 def fortran_plant(rank: int, iterations: int, indent: str, fixed: bool) -> tuple[list[str], int]:
-    """The planted Fortran 2008 block construct, and the index of its `do` line.  Fixed form: every
+    """The planted Fortran 2008 block construct (about 1.1 ns per iteration, against 4.2 ns for the
+    C block's volatile sum), and the index of its `do` line.  Fixed form: every
     line starts in column 7 and stays within column 72."""
     body = [(0, "block"),
             (1, "integer :: sg_plant_rank_, sg_plant_ierr_"),
             (1, "integer(8) :: sg_plant_i_"),
-            (1, "double precision, volatile :: sg_plant_x_"),
+            (1, "double precision :: sg_plant_x_"),
             (1, "call MPI_Comm_rank(MPI_COMM_WORLD, sg_plant_rank_, sg_plant_ierr_)"),
             (1, f"if (sg_plant_rank_ == {rank}) then"),
             (2, "sg_plant_x_ = 0.0d0"),
             (2, f"do sg_plant_i_ = 1_8, {iterations}_8"),
             (3, "sg_plant_x_ = sg_plant_x_ + 1.0d-9 * dble(sg_plant_i_)"),
             (2, "end do"),
+            # flang-19 ignores volatile here and deletes a loop whose result nobody reads: a use
+            # that never prints (the sum is positive) keeps the work
+            (2, "if (sg_plant_x_ < 0.0d0) print *, sg_plant_x_"),
             (1, "end if"),
             (0, "end block")]
     if fixed:
