@@ -70,6 +70,26 @@ def test_cpu_cap_drops_a_descheduled_rank_and_keeps_a_loaded_one():
     assert [(e["line"], e["seconds"], e["real_work"]) for e in checked] == [(30, 4.0, 1.0)]
 
 
+def test_with_a_profile_the_floor_is_on_the_extra_work_not_on_the_waiting_it_caused():
+    """8 ranks x 6.6 s = 52.8 s total.  A 0.4 s loop on rank 1 (cores time-shared: the others computed
+    meanwhile) caused only 1.86 s of waiting, 3.5 % of the total; its thread-CPU excess, 0.4 s, is
+    6 % of the 6.6 s run time: a cause.  A balanced kernel whose rank 5 needed 0.03 s more thread-CPU
+    (cache and core sharing) caused 4 s of waiting, capped at 7 x 0.03 x stretch: no cause, since its
+    extra work is 0.5 % of the run time."""
+    cost = np.zeros((2, 8))
+    cost[0, 1] = 1.86
+    cost[1, 5] = 4.0
+    wall = np.array([[0.0, 1.6, 0, 0, 0, 0, 0, 0], [0.8] * 5 + [0.95, 0.8, 0.8]])
+    cpu = np.zeros((8, 2))
+    cpu[1, 0] = 0.4
+    cpu[:, 1] = 0.2
+    cpu[5, 1] = 0.23
+    args = (cost, wall, np.array([False, False]), where(("p.c", 339, 0), ("p.c", 411, 1)), ["main/plant", "main/kernel"])
+    assert [e["line"] for e in V.verdict(*args, total_time=52.8)] == [411]          # waiting alone: wrong
+    checked = V.verdict(*args, total_time=52.8, cpu=V.CpuEvidence(cpu))
+    assert [(e["line"], e["rank"]) for e in checked] == [(339, 1)]
+
+
 def test_cpu_cap_is_p_minus_1_times_the_extra_work_shared_by_the_call_paths_of_a_vertex():
     """Per-iteration ups and downs of a balanced kernel add up to a large delay cost though the rank
     did only 0.1 s more work over the run: 4 ranks can wait at most 3 x 0.1 s for it.  Two call paths

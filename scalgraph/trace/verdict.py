@@ -8,10 +8,17 @@ paths that satisfy both:
 
 (a) kind: computation.  A delay of an MPI call path is communication time (reported in the table
     as `"kind": "communication"`), never a line cause.
-(b) size: its cost is at least `min_share` of the total time, the run time summed over the ranks
-    (Scalasca's 100 %; delay costs are waiting time summed over the ranks, so both are
-    rank-seconds).  A 0.4 s loop on one rank of a 3 s 8-rank run that makes the 7 others wait costs
-    about 2.8 of 24 rank-seconds, 12 %.
+(b) size.  With the run's thread-CPU profile (rule (c)), the extra work itself must be worth
+    fixing: on some rank, its thread-CPU excess over the median rank is at least `min_share` of the
+    run time (the total time over the ranks), the floor `scalgraph detect` applies to a computation.
+    Thread-CPU, not the delay it caused: on cores shared by several ranks the others compute while
+    the late rank works, so the waiting underestimates a real cause (a 0.4 s loop in a 6.6 s 8-rank
+    run caused 3.5 % of the total time), while a balanced kernel's ranks differ by 10-15 % of
+    thread-CPU from cache and core sharing alone (a few hundredths of a second here), which the
+    waiting can inflate (P - 1) times.  Without a profile: its cost is at least `min_share` of the
+    total time, the run time summed over the ranks (Scalasca's 100 %; delay costs are waiting time
+    summed over the ranks, so both are rank-seconds).  A 0.4 s loop on one rank of a 3 s 8-rank run
+    that makes the 7 others wait costs about 2.8 of 24 rank-seconds, 12 %.
 (c) real work, when the run's thread-CPU profile is at hand (`CpuEvidence`): a rank that did E
     seconds of extra work can make each of the other P - 1 ranks wait at most E, so on each causing
     rank r the costs of the call paths at PSG vertex v are capped, together, at (P - 1) * E[v, r]:
@@ -90,6 +97,14 @@ def capped_costs(cost: np.ndarray, wall: np.ndarray, vertex: np.ndarray, cpu: np
     return out
 
 
+def cpu_excess(vertex: int, cpu: np.ndarray) -> float:
+    """The largest thread-CPU excess over the median rank at a PSG vertex (rule (b)); 0 without one."""
+    if not 0 <= vertex < cpu.shape[1] or cpu.shape[0] == 0:
+        return 0.0
+    col = cpu[:, vertex]
+    return float(max(col.max() - np.median(col), 0.0))
+
+
 def verdict(cost: np.ndarray, wall: np.ndarray, is_mpi: np.ndarray, where: list[dict], names: list[str],
             total_time: float, min_share: float = MIN_SHARE, cpu: CpuEvidence | None = None) -> list[dict]:
     """The root causes that name lines, largest first: computation call paths grouped by place,
@@ -106,13 +121,19 @@ def verdict(cost: np.ndarray, wall: np.ndarray, is_mpi: np.ndarray, where: list[
         key = (w["file"], w["line"], w["vertex"]) if w["file"] else ("", 0, -1, names[c])
         groups.setdefault(key, []).append(c)
     out = []
+    nranks = max(cost.shape[1], 1) if cost.ndim == 2 else 1
     floor = min_share * total_time
     for key, cps in groups.items():
         per_rank = capped[cps].sum(axis=0)
         seconds = float(per_rank.sum())
-        if total_time <= 0 or seconds < floor or seconds <= 0:
-            continue
         w = where[cps[0]]
+        if total_time <= 0 or seconds <= 0:
+            continue
+        if cpu is not None and w["vertex"] >= 0:
+            if cpu_excess(int(w["vertex"]), cpu.cpu) < floor / nranks:
+                continue
+        elif seconds < floor:
+            continue
         delay_seconds = float(cost[cps].sum())
         out.append({"file": w["file"], "line": int(w["line"]), "vertex": int(w["vertex"]),
                     "where": _loc(w), "callpaths": [names[c] for c in cps],
