@@ -113,9 +113,15 @@ def build_report(fwd: ForwardResult, dl: DelayResult, cp: CriticalPath, top: int
     wall = fwd.cube[patterns.PATTERN_INDEX["time"]]
     found = verdicts.verdict(cost, wall, is_mpi, where, names, total, min_share, cpu)
     notes = list(notes or [])
-    notes.append(f"root causes: computation delays of at least {100 * min_share:g} % of the total time "
-                 f"({min_share * total:.6g} s of {total:.6g} s summed over the ranks); communication delays are "
-                 "listed under delay, never as a line cause")
+    nranks = max(len(ctx.trace.events), 1)
+    if cpu is not None:
+        notes.append(f"root causes: computation delays whose extra thread-CPU on some rank is at least "
+                     f"{100 * min_share:g} % of the run time ({min_share * total / nranks:.6g} s of "
+                     f"{total / nranks:.6g} s); communication delays are listed under delay, never as a line cause")
+    else:
+        notes.append(f"root causes: computation delays of at least {100 * min_share:g} % of the total time "
+                     f"({min_share * total:.6g} s of {total:.6g} s summed over the ranks); communication delays "
+                     "are listed under delay, never as a line cause")
     if cpu is not None:
         notes.append(cpu.note)
     elif not any("real work" in n for n in notes):
