@@ -58,7 +58,9 @@ def test_a_valid_manifest_is_read(tmp_path):
     assert prog.plant == ra.Plant("HPCCG.cpp", 123, 1, 20000000)
     no_plant = GOOD.split("[program.plant]")[0].replace("timeout = 600\n", "")
     (prog,) = ra.load_manifest(write(tmp_path, no_plant))
-    assert prog.plant is None and prog.timeout is None
+    assert prog.plant is None and prog.timeout is None and not prog.weak
+    (prog,) = ra.load_manifest(write(tmp_path, GOOD.replace("timeout = 600\n", 'timeout = 600\nscaling = "weak"\n')))
+    assert prog.weak
 
 
 @pytest.mark.parametrize("edit, message", [
@@ -82,6 +84,7 @@ def test_a_valid_manifest_is_read(tmp_path):
     (lambda t: t.replace('name = "hpccg"', 'name = "hp ccg"'), "name must be letters"),
     (lambda t: t.replace("timeout = 600", "timeout = true"), "timeout must be a number"),
     (lambda t: t.replace("timeout = 600", "timeout = -5"), "timeout must be a positive number"),
+    (lambda t: t.replace("timeout = 600", 'timeout = 600\nscaling = "both"'), "scaling must be"),
     (lambda t: t + t, "program name 'hpccg' is used twice"),
     (lambda t: t.replace("[[program]]", "[[programs]]"), "unknown top-level key(s) programs"),
     (lambda t: t.replace("[[program]]", "[[program]"), "not valid TOML"),
@@ -101,6 +104,8 @@ def test_the_committed_manifest_is_valid():
         pytest.skip("benchmarks/accuracy/programs.toml not written yet")
     programs = ra.load_manifest(manifest)
     assert programs and all(p.plant is None or p.plant.rank < 2 for p in programs)
+    # the issue asks for at least eight programs; each is planted (its control is the same build without)
+    assert len(programs) >= 8 and all(p.plant is not None for p in programs)
 
 
 def test_the_runner_refuses_a_bad_manifest_before_anything_runs(tmp_path):

@@ -73,11 +73,12 @@ class Program:
     args: tuple
     timeout: float | None = None
     plant: Plant | None = None
+    weak: bool = False          # scaling = "weak": the arguments give a per-rank size (detect --weak)
 
 
 REQUIRED = {"name": str, "family": str, "repo": str, "commit": str, "language": str, "subdir": str,
             "build": list, "executable": str, "args": list}
-OPTIONAL = {"timeout": (int, float), "plant": dict}
+OPTIONAL = {"timeout": (int, float), "plant": dict, "scaling": str}
 PLANT_KEYS = {"file": str, "after_line": int, "rank": int, "iterations": int}
 
 
@@ -125,8 +126,11 @@ def parse_program(e: dict, where: str) -> Program:
     if timeout is not None and (isinstance(timeout, bool) or timeout <= 0):
         raise ManifestError(f"{where}: timeout must be a positive number of seconds, got {timeout!r}")
     plant = parse_plant(e["plant"], f"{where}: plant") if "plant" in e else None
+    scaling = e.get("scaling", "strong")
+    if scaling not in ("strong", "weak"):
+        raise ManifestError(f"{where}: scaling must be \"strong\" or \"weak\", got {scaling!r}")
     return Program(name, e["family"], repo, commit.lower(), e["language"], e["subdir"], build, e["executable"],
-                   args, float(timeout) if timeout is not None else None, plant)
+                   args, float(timeout) if timeout is not None else None, plant, scaling == "weak")
 
 
 def check_keys(e: dict, required: dict, optional: dict, where: str) -> None:
@@ -446,14 +450,15 @@ def record(setup: Setup, prog: Program, built: Built, exp: pathlib.Path, traced:
     return None
 
 
-def analyse(setup: Setup, exp: pathlib.Path, mode: str) -> tuple[list[Cause], str | None]:
-    """The ranked causes of one recorded experiment in one mode, or the error."""
+def analyse(setup: Setup, exp: pathlib.Path, mode: str, weak: bool = False) -> tuple[list[Cause], str | None]:
+    """The ranked causes of one recorded experiment in one mode, or the error (`weak`: detect --weak,
+    as a user of a weak-scaling program runs it)."""
     if mode == "trace":
         run_dir = exp / f"scale-{max(setup.scales)}" / "rep-0"
         res = scalgraph(setup.tools, ["trace", "--json", str(run_dir)], exp, 3600)
         parse = trace_causes
     else:
-        res = scalgraph(setup.tools, ["detect", "--json", str(exp)], exp, 3600)
+        res = scalgraph(setup.tools, ["detect", "--json", *(["--weak"] if weak else []), str(exp)], exp, 3600)
         parse = detect_causes
     if res.returncode != 0:
         return [], f"scalgraph {'trace' if mode == 'trace' else 'detect'}: exit {res.returncode}: {last_lines(res.stderr)}"
@@ -487,7 +492,7 @@ def run_variant(setup: Setup, prog: Program, built: Built, work: pathlib.Path, v
         exp = work / f"exp-{variant}-{'trace' if traced else 'profile'}-{rep}"
         error = record(setup, prog, built, exp, traced)
         for mode in group:
-            causes, err = ([], error) if error else analyse(setup, exp, mode)
+            causes, err = ([], error) if error else analyse(setup, exp, mode, prog.weak)
             entry = outcome(variant, mode, rep, causes, err, built.target)
             out.append(entry)
             note(f"{prog.name}: {variant} {mode} rep {rep + 1}: {describe(entry)}")
