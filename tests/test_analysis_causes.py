@@ -292,3 +292,37 @@ def test_calls_that_end_no_segment_are_walked_past():
     assert ending_mpi(psg, plant) == {wtime}
     top = analyse(psg, runs)["root_causes"][0]
     assert (top["vertex"], top["rank"]) == (plant, 1) and abs(top["cost"] - 0.5) < 0.05
+
+
+def test_a_call_through_a_function_pointer_may_end_the_segment():
+    """Measured on LLNL AMG: hypre's PCG loop reaches its mat-vecs and inner products, and so every
+    MPI call of an iteration, through function pointers (INDIRECT vertices without known targets).
+    The walk for the planted loop passed them as calls that make no MPI call and took the Barrier
+    after the solve, a segment without the loop's time, as the only one: the 0.44 s abnormal loop was
+    capped to nothing.  An unresolved indirect call can end the segment: the cap is then the rank's
+    whole exact computation."""
+    inner = ("FUNCTION", "inner_prod", 20, [("COMP", "comp", 21), ("MPI", "MPI_Allreduce", 22)])
+    tree = ("FUNCTION", "main", 1, [
+        ("LOOP", "loop", 2, [("COMP", "comp", 3), ("INDIRECT", "indirect", 4), ("COMP", "comp", 5)]),
+        ("MPI", "MPI_Barrier", 8),
+        ("CALL", "inner_prod", 10, [inner])])             # the pointer's target, as instanced elsewhere
+    psg = syn.psg_from_tree(tree, "pcg.c")
+    plant, indirect, work, barrier, allr = (syn.vertex_at(psg, n) for n in (3, 4, 5, 8, 22))
+    runs = {}
+    for p in (2, 4, 8):
+        t = np.zeros((p, len(psg)))
+        t[:, work] = 4.0
+        t[1, plant] = 0.5
+        w = np.zeros_like(t)
+        w[:, allr] = 0.5
+        w[1, allr] = 0.0
+        t[:, allr] = 1e-4 + w[:, allr]
+        t[:, barrier] = 1e-4
+        rows = [(r, allr, DEP_COLL, -1, -1, syn.WORLD, 10, 8, w[r, allr]) for r in range(p)]
+        prof = syn._profile(psg, p, t, w, rows)
+        prof.comp_cpu[:, allr] = prof.comp_wall[:, allr] = t[:, plant] + t[:, work]   # charged at run time
+        prof.comp_cpu[:, barrier] = prof.comp_wall[:, barrier] = 1e-3
+        runs[p] = prof
+    assert indirect in psg.children[psg.parent[plant]] and barrier in ending_mpi(psg, plant)
+    top = analyse(psg, runs, weak=True)["root_causes"][0]
+    assert (top["vertex"], top["rank"]) == (plant, 1) and abs(top["cost"] - 0.5) < 0.05

@@ -9,14 +9,19 @@ do not support is sampling noise.
 Which MPI vertices end the computation at v is read from the PSG: the first MPI call in execution
 order after v (a loop or branch in between may not run, so the walk looks past it too; at the end
 of a loop body the next iteration's first call also can).  When in doubt a segment is included:
-more segments can only weaken the check, never suppress a cause the samples show.
+more segments can only weaken the check, never suppress a cause the samples show.  An indirect call
+whose targets the PSG does not know (a function pointer: hypre's Krylov solvers reach every
+mat-vec and inner product, and so their MPI calls, through one) can make any MPI call: a walk that
+passes one cannot name the segment, and the check is then against all of the rank's computation.
 """
 from __future__ import annotations
 
 import numpy as np
 
 from scalgraph.model.profile import RunProfile
-from scalgraph.model.psg import BRANCH, LOOP, MPI, PSG
+from scalgraph.model.psg import BRANCH, INDIRECT, LOOP, MPI, PSG
+
+ANY = -1    # in a set of ending MPI vertices: an unresolved indirect call, which may make any MPI call
 
 
 def measured(profile: RunProfile) -> bool:
@@ -36,6 +41,8 @@ class _Entry:
         if v not in self.memo:
             if self.psg.kind[v] == MPI and (self.ends is None or self.ends[v]):
                 self.memo[v] = (frozenset([v]), False)
+            elif self.psg.kind[v] == INDIRECT and not self.psg.children[v]:
+                self.memo[v] = (frozenset([ANY]), True)      # any MPI call, or none
             else:
                 first, skip = self.sequence(self.psg.children[v])
                 self.memo[v] = (first, skip or self.psg.kind[v] in (LOOP, BRANCH))
@@ -53,7 +60,8 @@ class _Entry:
 
 def ending_mpi(psg: PSG, v: int, entry: _Entry | None = None) -> set[int]:
     """MPI vertices whose call can end the computation running at v (over-approximated: when in
-    doubt a segment is included, which can only weaken the check)."""
+    doubt a segment is included, which can only weaken the check); ANY among them when an
+    unresolved indirect call can come first."""
     entry = entry or _Entry(psg)
     out: set[int] = set()
     if psg.kind[v] != MPI:
@@ -89,10 +97,13 @@ def segment_excess(psg: PSG, profile: RunProfile, instances: list[int], rank: in
     ends = set().union(*(ending_mpi(psg, v, entry) for v in instances)) if instances else set()
     if not ends:
         return None
-    if cid is not None:
-        ending = np.isin(cid, cid[sorted(ends)])
-        ends = set(np.flatnonzero(ending).tolist())
-    cpu = profile.comp_cpu[:, sorted(ends)].sum(axis=1)
+    if ANY in ends:
+        cpu = profile.comp_cpu.sum(axis=1)              # which segment is not known: all of them
+    else:
+        if cid is not None:
+            ending = np.isin(cid, cid[sorted(ends)])
+            ends = set(np.flatnonzero(ending).tolist())
+        cpu = profile.comp_cpu[:, sorted(ends)].sum(axis=1)
     if not np.any(cpu > 0):
         return None                                      # nothing measured there: no evidence either way
     return float(max(cpu[rank] - np.median(cpu), 0.0))
