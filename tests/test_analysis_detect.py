@@ -271,3 +271,21 @@ def test_weak_scaling_ideal_is_constant_time():
     assert not analyse(psg, runs, weak=True)["problem_found"]
     strong = analyse(psg, runs)
     assert strong["root_causes"][0]["vertex"] == syn.vertex_at(psg, 12)      # judged as strong scaling
+
+
+def test_weak_or_strong_is_judged_from_the_computation_summed_over_the_ranks():
+    """Not told (the CLI's default, weak=None): a program whose per-rank computation stays constant
+    as p grows is a weak-scaling one (HPCCG and AMG take a per-rank size) and is judged by the
+    constant ideal, with a note; the same shape of data with the work split over the ranks is judged
+    strong; a replicated set-up that does not shrink is still found under the inferred strong ideal."""
+    psg, runs, _ = syn.balanced()
+    for p, prof in runs.items():
+        prof.time *= p / 2
+        prof.wait *= p / 2
+    weak = analyse(psg, runs, weak=None)
+    assert not weak["problem_found"] and weak["thresholds"]["ideal"] == "weak"
+    assert any(n.startswith("scaling judged weak") for n in weak["notes"])
+    psg, runs, _ = syn.balanced()
+    strong = analyse(psg, runs, weak=None)
+    assert strong["thresholds"]["ideal"] == "strong" and not strong["problem_found"]
+    assert any(n.startswith("scaling judged strong") for n in strong["notes"])

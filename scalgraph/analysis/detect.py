@@ -155,7 +155,7 @@ def construct_is_mpi(psg: PSG, cons: Constructs) -> np.ndarray:
 
 
 def analyse(psg: PSG, profiles: Mapping[int, RunProfile], abnorm_thd: float = DEFAULT_ABNORM_THD,
-            min_share: float = DEFAULT_MIN_SHARE, clusters: int = 0, top: int = 5, weak: bool = False,
+            min_share: float = DEFAULT_MIN_SHARE, clusters: int = 0, top: int = 5, weak: bool | None = False,
             host_cores: int | None = None) -> dict:
     """`profiles` maps scale -> RunProfile and may load lazily (one scale in memory at a time).
     `host_cores`: cores of the machine the runs used, for profiles that do not record them."""
@@ -177,6 +177,9 @@ def analyse(psg: PSG, profiles: Mapping[int, RunProfile], abnorm_thd: float = DE
     for p in scales:
         abnormal[p] = [a for a in abnormal[p] if not startup[a.vertex]]
 
+    ideal_note = []
+    if weak is None:        # not said: the measured computation tells (infer_weak)
+        weak, ideal_note = infer_weak(scales, y_total, is_mpi | startup)
     fits = fit_models(scales, y_total)
     fits_max = fit_models(scales, y_max)
     multi = len(scales) >= 2
@@ -256,7 +259,7 @@ def analyse(psg: PSG, profiles: Mapping[int, RunProfile], abnorm_thd: float = DE
         "run_time": {str(p): times[p] for p in scales},
         "thresholds": {"abnorm_thd": abnorm_thd, "min_share": min_share, "min_seconds": floor,
                        "clusters": clusters, "ideal": "weak" if weak else "strong"},
-        "notes": _notes(multi, startup_share, min_share, scales[-1]) + evidence_notes(prof, floor, scales[-1]),
+        "notes": _notes(multi, startup_share, min_share, scales[-1]) + ideal_note + evidence_notes(prof, floor, scales[-1]),
         "oversubscribed": {str(p): sm.oversubscribed[p] for p in scales},
         "sampling": {"thin": thin, "median_samples": typical_samples(prof), "error_seconds": rank_error},
         "problem_found": bool(ranked),
@@ -266,6 +269,25 @@ def analyse(psg: PSG, profiles: Mapping[int, RunProfile], abnorm_thd: float = DE
                          for c in shown_ns],
         "abnormal": [_abnormal_entry(psg, cons, a, prof) for a in abnormal[scales[-1]][:top * 2]],
     }
+
+
+def infer_weak(scales: list[int], y_total: np.ndarray, not_computation: np.ndarray) -> tuple[bool, list[str]]:
+    """Strong or weak scaling, from the program's own computation: the computation summed over all
+    ranks (mean per rank x p) stays about constant under strong scaling and grows like p under weak
+    scaling (a per-rank problem size, as HPCCG and AMG take).  Judging a weak-scaling program by the
+    strong-scaling ideal makes every kernel look non-scalable; so weak is chosen when the total grew
+    by more than the geometric middle of the two, sqrt(P / p0).  (A planted or real hot spot on a few
+    ranks moves the total far less than that.)"""
+    if len(scales) < 2:
+        return False, []
+    comp = y_total[~not_computation].sum(axis=0) * np.asarray(scales, dtype=float)
+    if comp[0] <= 0:
+        return False, []
+    growth, expected = float(comp[-1] / comp[0]), scales[-1] / scales[0]
+    weak = growth > np.sqrt(expected)
+    how = "weak (per-rank time should stay constant)" if weak else "strong (per-rank time should fall like 1/p)"
+    return weak, [f"scaling judged {how}: the computation summed over the ranks grew {growth:.2f}x from p={scales[0]} "
+                  f"to p={scales[-1]} (weak scaling: {expected:g}x, strong: 1x); say --weak or --strong to choose"]
 
 
 def _notes(multi: bool, startup_share: float, min_share: float, big: int) -> list[str]:

@@ -25,7 +25,12 @@ def add_arguments(p) -> None:
                      help="report causes costing at least this fraction of the run time (default %(default)s)")
     ana.add_argument("--clusters", type=int, default=0, metavar="K",
                      help="merge ranks by k-means into K groups and model the slowest group (default: mean of all ranks)")
-    ana.add_argument("--weak", action="store_true", help="weak scaling: the ideal time stays constant as p grows")
+    ideal = ana.add_mutually_exclusive_group()
+    ideal.add_argument("--weak", dest="weak", action="store_const", const=True, default=None,
+                       help="weak scaling: the ideal time stays constant as p grows (default: judged from the "
+                            "computation summed over the ranks, which grows like p under weak scaling)")
+    ideal.add_argument("--strong", dest="weak", action="store_const", const=False,
+                       help="strong scaling: the ideal time falls like 1/p")
     out = p.add_argument_group("output")
     out.add_argument("--top", type=int, default=5, metavar="N", help="show the N most costly root causes (default %(default)s)")
     out.add_argument("--json", action="store_true", help="print the result as JSON")
