@@ -113,7 +113,7 @@ def build_report(fwd: ForwardResult, dl: DelayResult, cp: CriticalPath, top: int
     wall = fwd.cube[patterns.PATTERN_INDEX["time"]]
     found = verdicts.verdict(cost, wall, is_mpi, where, names, total, min_share, cpu)
     notes = list(notes or [])
-    nranks = max(len(ctx.trace.events), 1)
+    nranks = max(wall.shape[1], 1)         # the parallel replay's context holds no events
     if cpu is not None:
         notes.append(f"root causes: computation delays whose extra thread-CPU on some rank is at least "
                      f"{100 * min_share:g} % of the run time ({min_share * total / nranks:.6g} s of "
