@@ -1,8 +1,8 @@
 """Trace mode end to end on the samples with known injected delays: build with the compile wrapper,
 `scalgraph run --trace -n 4`, `scalgraph trace --json EXP/scale-4/rep-0`, and check the report names
 the injected cause (samples/*/expected.json); the traced run prints what the plain build prints; an
-OTF2 export of the recorded trace gives the identical report.  For cg, zeusmp, stencil2d and
-masterworker, traced at 2, 4 and 8 ranks: `scalgraph detect` (with the trace's wait states as
+OTF2 export of the recorded trace gives the identical report.  For cg, zeusmp, stencil2d,
+masterworker and sweep (Fortran), traced at 2, 4 and 8 ranks: `scalgraph detect` (with the trace's wait states as
 evidence) and `scalgraph trace` (its verdict, `root_causes`) both name the planted loop first, and the
 trace report names every MPI call path by its own line and PSG vertex.  The balanced sample, traced
 at 2, 4 and 8 ranks on this (oversubscribed) machine, waits and so has delay costs, but its verdict
@@ -174,7 +174,7 @@ def test_detect_without_traces_says_it_used_the_profiles(tmp_path):
 
 # --- the planted loop, named first in both trace-mode analyses -------------------------------------
 
-PLANTED = ["cg", "zeusmp", "stencil2d", "masterworker"]
+PLANTED = ["cg", "zeusmp", "stencil2d", "masterworker", "sweep"]   # sweep: Fortran
 
 
 @pytest.fixture(scope="module")
