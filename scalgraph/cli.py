@@ -15,6 +15,7 @@ COMMANDS = {
     "run": "run an instrumented program at several process counts into an experiment directory",
     "detect": "find the source lines that cause scaling loss in an experiment",
     "trace": "analyse an event trace: wait states, delay costs, critical path",
+    "export": "write an experiment or a trace for Hatchet/Thicket, Extra-P, Cube, OTF2 or Perfetto",
 }
 
 
