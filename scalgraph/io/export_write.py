@@ -1,0 +1,108 @@
+"""Where every export lands: a temporary file in the destination's directory, then one rename, so a reader
+never sees half a file and a failed export leaves nothing behind.  An existing destination is never
+replaced unless the caller says `force` (without it the final step is a hard link, which fails atomically
+if the name appeared meanwhile)."""
+from __future__ import annotations
+
+import contextlib
+import os
+import pathlib
+import shutil
+import tempfile
+
+from scalgraph.errors import UserError
+
+
+def check_destination(path, force: bool, what: str = "file") -> pathlib.Path:
+    """Fail early (before any expensive work) when `path` cannot be written."""
+    p = pathlib.Path(path)
+    parent = p.parent if str(p.parent) else pathlib.Path(".")
+    if p.exists() and not force:
+        raise UserError(f"{p}: already exists; choose another name or pass --force to replace it")
+    if p.is_dir() and what == "file":
+        raise UserError(f"{p}: is a directory; give a file name")
+    if p.exists() and what == "directory" and not p.is_dir():
+        raise UserError(f"{p}: is a file; give a directory name for the archive")
+    if not parent.is_dir():
+        raise UserError(f"cannot write {p}: the directory {parent} does not exist")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise UserError(f"cannot write {p}: no write permission in {parent}")
+    return p
+
+
+def write_new(path, data: bytes | str, force: bool = False) -> None:
+    p = check_destination(path, force)
+    if isinstance(data, str):
+        data = data.encode()
+    with _temporary(p) as tmp:
+        tmp.write_bytes(data)
+        _publish(tmp, p, force)
+
+
+@contextlib.contextmanager
+def _temporary(p: pathlib.Path):
+    try:
+        fd, name = tempfile.mkstemp(dir=p.parent, prefix=f".{p.name[:64]}.", suffix=".tmp")
+    except OSError as e:
+        raise UserError(f"cannot write {p}: {e.strerror}") from None
+    os.close(fd)
+    tmp = pathlib.Path(name)
+    try:
+        yield tmp
+    except OSError as e:
+        raise UserError(f"cannot write {p}: {e.strerror or e}") from None
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+
+
+def _publish(tmp: pathlib.Path, p: pathlib.Path, force: bool) -> None:
+    os.chmod(tmp, 0o644 & ~_umask())
+    if force:
+        os.replace(tmp, p)
+        return
+    try:
+        os.link(tmp, p)          # fails if p exists: never a silent overwrite
+    except FileExistsError:
+        raise UserError(f"{p}: appeared while exporting; nothing was overwritten") from None
+    except OSError:              # file systems without hard links: rename after a last check
+        if p.exists():
+            raise UserError(f"{p}: appeared while exporting; nothing was overwritten") from None
+        os.rename(tmp, p)
+
+
+@contextlib.contextmanager
+def new_directory(path, force: bool = False):
+    """Yields a temporary directory beside `path`; on success it is renamed to `path` (an existing
+    directory is replaced only with `force`)."""
+    p = check_destination(path, force, what="directory")
+    try:
+        tmp = pathlib.Path(tempfile.mkdtemp(dir=p.parent, prefix=f".{p.name[:64]}.", suffix=".tmp"))
+    except OSError as e:
+        raise UserError(f"cannot write {p}: {e.strerror}") from None
+    try:
+        yield tmp
+        os.chmod(tmp, 0o755 & ~_umask())
+        old = None
+        if p.exists() and force:
+            old = p.with_name(f".{p.name}.old-{os.getpid()}")
+            os.rename(p, old)
+        try:
+            os.rename(tmp, p)
+        except OSError:
+            if old is not None:
+                os.rename(old, p)
+            raise
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True)
+    except OSError as e:
+        raise UserError(f"cannot write {p}: {e.strerror or e}") from None
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
