@@ -86,7 +86,10 @@ def _run_build_step(cmd: list[str]) -> None:
     except OSError as e:
         raise UserError(f"cannot run {cmd[0]} to build the scalgraph shim ({e.strerror})") from None
     if res.returncode != 0:
-        tail = " ".join(res.stderr.strip().splitlines()[-3:])[:400]
+        lines = [ln.strip() for ln in res.stderr.strip().splitlines() if ln.strip()]
+        # the compiler's error lines, not its first warning: that is what says what went wrong
+        errors = [ln for ln in lines if re.search(r"\berror\b|undefined reference", ln, re.I)]
+        tail = " | ".join(errors[:3] or lines[-3:])[:600]
         raise UserError(f"building the scalgraph shim with {cmd[0]} failed: {tail}; check that this "
                         "mpicc works (`mpicc -show`) or point SCALGRAPH_MPICC at another one")
 
