@@ -83,3 +83,18 @@ def test_missing_c_sources_are_a_user_error(tmp_path, monkeypatch):
     monkeypatch.setattr(shim, "INSTRUMENT_DIR", tmp_path / "no-instrument")
     with pytest.raises(UserError, match="shim's C sources are not in .*no-instrument"):
         shim.shim_library(MPICC)
+
+
+def test_a_failed_build_shows_the_compilers_errors_not_its_warnings(tmp_path, monkeypatch):
+    monkeypatch.setenv("SCALGRAPH_CACHE", str(tmp_path / "cache"))
+    noisy = tmp_path / "noisycc"                        # gcc's shape: warnings around the error
+    noisy.write_text("#!/bin/sh\n"
+                     "echo \"a.c:3:7: warning: unused variable 'local' [-Wunused-variable]\" >&2\n"
+                     "echo \"a.c:9:12: error: 'MPI_F_STATUS_SIZE' undeclared\" >&2\n"
+                     "echo '    9 |     F x[MPI_F_STATUS_SIZE];' >&2\n"
+                     "echo \"a.c:12:1: warning: control reaches end\" >&2\nexit 1\n")
+    noisy.chmod(noisy.stat().st_mode | stat.S_IEXEC)
+    with pytest.raises(UserError) as err:
+        shim.shim_library(str(noisy))
+    assert "error: 'MPI_F_STATUS_SIZE' undeclared" in str(err.value)
+    assert "warning" not in str(err.value)
