@@ -49,8 +49,16 @@ int MPI_Probe(int source, int tag, MPI_Comm comm, MPI_Status *status) {
     SG_PLAIN(PMPI_Probe(source, tag, comm, status), SG_WAITING)
 }
 
+/* trace mode: a poll that found or completed something is recorded even without an event in it;
+ * the others are only counted per call site (sg_trace.h) */
+#define SG_POLL_HIT(found)                                                                        \
+    if (sg_trace_on && rc_ == MPI_SUCCESS && (found))                                             \
+        sg_trace_poll_hit(t_);
+
 int MPI_Iprobe(int source, int tag, MPI_Comm comm, int *flag, MPI_Status *status) {
-    SG_PLAIN(PMPI_Iprobe(source, tag, comm, flag, status), SG_NOT_WAITING)
+    SG_BEGIN(PMPI_Iprobe(source, tag, comm, flag, status))
+    SG_POLL_HIT(*flag)
+    SG_END(SG_NOT_WAITING)
 }
 
 /* ---- non-blocking and persistent posts ---- */
@@ -111,6 +119,7 @@ int MPI_Test(MPI_Request *req, int *flag, MPI_Status *status) {
     MPI_Request saved = *req;
     MPI_Status local, *st = (status == MPI_STATUS_IGNORE) ? &local : status;
     SG_BEGIN(PMPI_Test(req, flag, st))
+    SG_POLL_HIT(*flag)
     if (rc_ == MPI_SUCCESS && *flag)
         sg_req_complete(saved, st, v_, 0, 0);
     SG_END(SG_NOT_WAITING)
@@ -194,6 +203,7 @@ int MPI_Waitsome(int n, MPI_Request reqs[], int *outcount, int indices[], MPI_St
 int MPI_Testall(int n, MPI_Request reqs[], int *flag, MPI_Status statuses[]) {
     MULTI_BEGIN(n, reqs, statuses, PMPI_Testall(n, reqs, flag, statuses))
     SG_BEGIN(PMPI_Testall(n, reqs, flag, s.st))
+    SG_POLL_HIT(*flag)
     if (rc_ == MPI_SUCCESS && *flag)
         complete_many(&s, NULL, n, v_, 0);
     scratch_close(&s, statuses);
@@ -204,6 +214,7 @@ int MPI_Testany(int n, MPI_Request reqs[], int *index, int *flag, MPI_Status *st
     MULTI_BEGIN(n, reqs, MPI_STATUSES_IGNORE, PMPI_Testany(n, reqs, index, flag, status))
     MPI_Status *st = (status == MPI_STATUS_IGNORE) ? &s.st[0] : status;
     SG_BEGIN(PMPI_Testany(n, reqs, index, flag, st))
+    SG_POLL_HIT(*flag && *index != MPI_UNDEFINED)
     if (rc_ == MPI_SUCCESS && *flag && *index != MPI_UNDEFINED)
         sg_req_complete(s.reqs[*index], st, v_, 0, 0);
     scratch_close(&s, MPI_STATUSES_IGNORE);
@@ -213,6 +224,7 @@ int MPI_Testany(int n, MPI_Request reqs[], int *index, int *flag, MPI_Status *st
 int MPI_Testsome(int n, MPI_Request reqs[], int *outcount, int indices[], MPI_Status statuses[]) {
     MULTI_BEGIN(n, reqs, statuses, PMPI_Testsome(n, reqs, outcount, indices, statuses))
     SG_BEGIN(PMPI_Testsome(n, reqs, outcount, indices, s.st))
+    SG_POLL_HIT(*outcount != MPI_UNDEFINED && *outcount > 0)
     if (rc_ == MPI_SUCCESS && *outcount != MPI_UNDEFINED)
         complete_many(&s, indices, *outcount, v_, 0);
     scratch_close(&s, statuses);

@@ -1,7 +1,8 @@
-/* Trace mode: events of the main thread go into a preallocated buffer (no allocation while the
- * program runs) that is written to the rank's file whenever it fills up; the file layout is in
- * sg_trace.h.  Only the thread that loaded the shim (the one calling MPI_Init in nearly every MPI
- * program) is traced, so the buffer needs no lock and the events of a rank are one ordered stream. */
+/* Trace mode: events of the main thread are encoded into a preallocated buffer (no allocation while
+ * the program runs) that is written to the rank's file as one block whenever it fills up; the file
+ * layout and the event encoding (kind, field mask, delta time and field varints) are in sg_trace.h.
+ * Only the thread that loaded the shim (the one calling MPI_Init in nearly every MPI program) is
+ * traced, so the buffer needs no lock and the events of a rank are one ordered stream. */
 #include "sg_trace.h"
 #include <fcntl.h>
 #include <stdio.h>
@@ -9,23 +10,31 @@
 #include <string.h>
 #include <unistd.h>
 
-enum { BUFFER_EVENTS = 1 << 16, MAX_NAMES = 512, MAX_FILTER = 1 << 16 };
+enum { BUFFER_EVENTS = 1 << 16, BUFFER_BYTES = 1 << 20, MAX_EVENT_BYTES = 8 * 10, MAX_NAMES = 512,
+       MAX_FILTER = 1 << 16, POLL_SITES = 1024 };
 
 int sg_trace_on;
 
-static struct sg_trace_event buf_[BUFFER_EVENTS];   /* 3 MiB in .bss */
-static uint32_t nbuf_;
+static uint8_t kinds_[BUFFER_EVENTS], masks_[BUFFER_EVENTS];   /* the block being filled, in .bss */
+static uint8_t bytes_[BUFFER_BYTES];
+static uint32_t nbuf_, nbytes_;
+static uint64_t t_prev_, block_t_prev_;   /* time of the last event; of the one before the block */
 static uint64_t nevents_, dropped_;
-static uint32_t flushes_;
+static uint32_t flushes_, nblocks_;
 static int fd_ = -1, failed_, closed_;
 static char tmp_name_[4096], final_name_[4096];
 static const struct sg_thread *traced_;
 static char names_[MAX_NAMES][SG_TRACE_NAME_LEN];
+static uint8_t is_poll_[MAX_NAMES];   /* MPI_Test*, MPI_Iprobe, MPI_Improbe */
 static uint32_t nnames_;
 static int64_t next_id_ = 1;
 static uint64_t cur_enter_, cur_exit_;                /* times of the MPI call being recorded */
 static uint32_t cur_vertex_;
 static int32_t cur_region_ = -1;
+static int poll_pending_;   /* the current call is a poll whose ENTER waits for its first event */
+static struct sg_trace_poll polls_[POLL_SITES];   /* open addressing on (region, vertex); calls 0 = free */
+static uint32_t npolls_;
+static struct sg_trace_poll poll_overflow_ = {.region = -1, .vertex = 0xFFFFFFFFu};
 enum { MAX_SAMPLES = 1 << 17 };   /* 11 minutes at 200 Hz; later samples are not kept */
 static struct sg_trace_sample samples_[MAX_SAMPLES];
 static volatile uint32_t nsamples_;
@@ -109,7 +118,7 @@ static int open_file(void) {
         return -1;
     }
     struct sg_trace_file_header h = {.magic = "SGRAWTR", .version = SG_TRACE_VERSION,
-                                     .event_size = sizeof(struct sg_trace_event), .rank = sg_run.rank,
+                                     .event_size = 0, .rank = sg_run.rank,
                                      .nranks = sg_run.nranks, .header_size = sizeof h};
     if (write(fd_, &h, sizeof h) != (ssize_t)sizeof h)
         failed_ = 1;
@@ -131,31 +140,65 @@ static void write_all(const void *p, size_t n) {
 
 /* before MPI_Init the rank is unknown, so the file is opened at the first flush after it */
 static void flush(void) {
+    if (nbuf_ == 0)
+        return;
     if (fd_ < 0 && !failed_ && sg_run.initialized)
         open_file();
-    if (fd_ >= 0 && !failed_)
-        write_all(buf_, sizeof buf_[0] * nbuf_);
-    else
+    if (fd_ >= 0 && !failed_) {
+        struct sg_trace_block_header h = {.nevents = nbuf_, .nbytes = nbytes_, .t_prev = block_t_prev_};
+        write_all(&h, sizeof h);
+        write_all(kinds_, nbuf_);
+        write_all(masks_, nbuf_);
+        write_all(bytes_, nbytes_);
+        nblocks_++;
+    } else {
         dropped_ += nbuf_;
-    nbuf_ = 0;
-}
-
-static inline struct sg_trace_event *slot(void) {
-    if (__builtin_expect(nbuf_ == BUFFER_EVENTS, 0)) {
-        flushes_++;
-        flush();
     }
-    nevents_++;
-    return &buf_[nbuf_++];
+    nbuf_ = nbytes_ = 0;
+    block_t_prev_ = t_prev_;
 }
 
+static inline uint8_t *varint(uint8_t *p, uint64_t v) {
+    while (v >= 128) {
+        *p++ = (uint8_t)(v | 128);
+        v >>= 7;
+    }
+    *p++ = (uint8_t)v;
+    return p;
+}
+
+static inline uint64_t zigzag(int64_t v) { return ((uint64_t)v << 1) ^ (uint64_t)(v >> 63); }
+
+/* One event: fields equal to their default (sg_trace.h) are left out; `vertex` only on ENTER/EXIT. */
 static inline void put(int kind, uint64_t time, int32_t region, uint32_t vertex, int32_t peer, int32_t tag,
                        int32_t comm, int64_t bytes, int64_t aux) {
     if (closed_)
         return;
-    struct sg_trace_event *e = slot();
-    *e = (struct sg_trace_event){.time_ns = time, .bytes = bytes, .aux = aux, .region = region, .peer = peer,
-                                 .tag = tag, .comm = comm, .vertex = vertex, .kind = (uint8_t)kind};
+    if (__builtin_expect(nbuf_ == BUFFER_EVENTS || nbytes_ > BUFFER_BYTES - MAX_EVENT_BYTES, 0)) {
+        flushes_++;
+        flush();
+    }
+    nevents_++;
+    uint8_t *p = varint(bytes_ + nbytes_, zigzag((int64_t)(time - t_prev_)));
+    t_prev_ = time;
+    unsigned mask = 0;
+    if (region != -1)
+        mask |= SG_TF_REGION, p = varint(p, zigzag(region));
+    if (vertex != 0 && (kind == SG_TEV_ENTER || kind == SG_TEV_EXIT))
+        mask |= SG_TF_VERTEX, p = varint(p, vertex);
+    if (peer != -1)
+        mask |= SG_TF_PEER, p = varint(p, zigzag(peer));
+    if (tag != 0)
+        mask |= SG_TF_TAG, p = varint(p, zigzag(tag));
+    if (comm != -1)
+        mask |= SG_TF_COMM, p = varint(p, zigzag(comm));
+    if (bytes != 0)
+        mask |= SG_TF_BYTES, p = varint(p, zigzag(bytes));
+    if (aux != -1)
+        mask |= SG_TF_AUX, p = varint(p, zigzag(aux));
+    nbytes_ = (uint32_t)(p - bytes_);
+    kinds_[nbuf_] = (uint8_t)kind;
+    masks_[nbuf_++] = (uint8_t)mask;
 }
 
 static int32_t region_index(const char *name) {
@@ -165,6 +208,8 @@ static int32_t region_index(const char *name) {
     if (nnames_ == MAX_NAMES)
         return -1;
     strncpy(names_[nnames_], name, SG_TRACE_NAME_LEN - 1);
+    is_poll_[nnames_] = strncmp(name, "MPI_Test", 8) == 0 || strcmp(name, "MPI_Iprobe") == 0 ||
+                        strcmp(name, "MPI_Improbe") == 0;
     return (int32_t)nnames_++;
 }
 
@@ -178,12 +223,54 @@ void sg_trace_mpi_enter(struct sg_thread *t, int32_t *rid, const char *name, uin
     cur_exit_ = t_exit;
     cur_vertex_ = vertex;
     cur_region_ = *rid;
-    put(SG_TEV_ENTER, t_enter, *rid, vertex, -1, 0, -1, 0, -1);
+    /* a poll's ENTER is written with its first event (or sg_trace_poll_hit); without one it is counted */
+    poll_pending_ = *rid >= 0 && is_poll_[*rid];
+    if (!poll_pending_)
+        put(SG_TEV_ENTER, t_enter, *rid, vertex, -1, 0, -1, 0, -1);
+}
+
+static inline void poll_enter(void) {
+    if (poll_pending_) {
+        poll_pending_ = 0;
+        put(SG_TEV_ENTER, cur_enter_, cur_region_, cur_vertex_, -1, 0, -1, 0, -1);
+    }
+}
+
+void sg_trace_poll_hit(struct sg_thread *t) {
+    if (t == traced_)
+        poll_enter();
+}
+
+static void count_poll(void) {
+    uint64_t ns = cur_exit_ - cur_enter_;
+    uint32_t h = (cur_vertex_ * 2654435761u ^ (uint32_t)cur_region_ * 40503u) & (POLL_SITES - 1);
+    for (uint32_t i = 0; i < POLL_SITES; i++, h = (h + 1) & (POLL_SITES - 1)) {
+        struct sg_trace_poll *s = &polls_[h];
+        if (s->calls == 0) {              /* a free slot: this site is new */
+            if (npolls_ == POLL_SITES / 2)
+                break;                    /* table half full: keep probing short */
+            *s = (struct sg_trace_poll){.region = cur_region_, .vertex = cur_vertex_};
+            npolls_++;
+        }
+        if (s->region == cur_region_ && s->vertex == cur_vertex_) {
+            s->calls++;
+            s->ns += ns;
+            return;
+        }
+    }
+    poll_overflow_.calls++;               /* sites beyond the table are summed in one entry */
+    poll_overflow_.ns += ns;
 }
 
 void sg_trace_mpi_exit(struct sg_thread *t) {
     if (t != traced_)
         return;
+    if (poll_pending_) {      /* a poll that completed nothing: not an event */
+        poll_pending_ = 0;
+        if (!closed_)
+            count_poll();
+        return;
+    }
     put(SG_TEV_EXIT, cur_exit_, cur_region_, cur_vertex_, -1, 0, -1, 0, -1);
 }
 
@@ -191,6 +278,7 @@ void sg_trace_event(struct sg_thread *t, int kind, int32_t peer, int32_t tag, in
                     int64_t aux) {
     if (t != traced_)
         return;
+    poll_enter();
     /* Scalasca's order: sends, posts and RMA at the call's start, receives and completions at its end */
     int at_start = kind == SG_TEV_SEND || kind == SG_TEV_ISEND || kind == SG_TEV_IRECV_REQUEST ||
                    kind == SG_TEV_COLL_BEGIN || (kind >= SG_TEV_RMA_PUT && kind <= SG_TEV_RMA_SYNC) ||
@@ -226,8 +314,19 @@ static void close_file(void) {
     write_all(names_, sizeof names_[0] * nnames_);
     uint32_t ns = nsamples_;   /* the sampler was stopped before MPI_Finalize got here */
     write_all(samples_, sizeof samples_[0] * ns);
+    uint32_t np = 0;
+    for (uint32_t i = 0; i < POLL_SITES; i++)
+        if (polls_[i].calls > 0) {
+            write_all(&polls_[i], sizeof polls_[i]);
+            np++;
+        }
+    if (poll_overflow_.calls > 0) {
+        write_all(&poll_overflow_, sizeof poll_overflow_);
+        np++;
+    }
     struct sg_trace_file_trailer tr = {.nevents = nevents_ - dropped_, .nnames = nnames_, .flushes = flushes_,
-                                       .dropped = (uint32_t)dropped_, .nsamples = ns, .magic = {'S', 'G', 'R', 'A', 'W', 'E', 'N', 'D'}};
+                                       .dropped = (uint32_t)dropped_, .nsamples = ns, .nblocks = nblocks_,
+                                       .npolls = np, .magic = {'S', 'G', 'R', 'A', 'W', 'E', 'N', 'D'}};
     write_all(&tr, sizeof tr);
     if (close(fd_) != 0)
         failed_ = 1;

@@ -4,51 +4,66 @@
  * File <SCALGRAPH_OUT>/rank-<r>.sgt (little-endian), written through rank-<r>.sgt.tmp<pid> and
  * renamed when MPI_Finalize is done, so it is complete or absent:
  *   [struct sg_trace_file_header]
- *   [struct sg_trace_event [nevents]]          in the order they happened on the main thread
+ *   [block [nblocks]]                          events in the order they happened on the main thread
  *   [char names[nnames][SG_TRACE_NAME_LEN]]    MPI routine names; an event's `region` indexes them
  *   [struct sg_trace_sample [nsamples]]        (time, vertex) of each SIGPROF sample of the thread
+ *   [struct sg_trace_poll [npolls]]            unsuccessful polls per call site (not in the events)
  *   [struct sg_trace_file_trailer]
+ * A block is [struct sg_trace_block_header] [uint8 kind[nevents]] [uint8 mask[nevents]]
+ * [nbytes bytes of varints]: per event, the zigzag varint of its time minus the previous event's
+ * time (t_prev of the block for the first), then the zigzag varints of the fields whose bit is set in
+ * its mask, in bit order (SG_TF_*).  A field whose bit is clear has its default: region -1, vertex 0,
+ * peer -1, tag 0, comm -1, bytes 0, aux -1.  About 6 bytes per event instead of 48 (docs/trace-formats.md).
  * Times are CLOCK_MONOTONIC nanoseconds (the wrappers' timer, docs in sg_internal.h): immune to NTP
- * steps, and the same clock whose offsets to rank 0 the profile header records. */
+ * steps, and the same clock whose offsets to rank 0 the profile header records.
+ *
+ * Polls (MPI_Test*, MPI_Iprobe, MPI_Improbe) that record no event (nothing completed, nothing found)
+ * are not events: their count and time go to the poll table of their call site, so a program that
+ * polls in a loop writes a trace bounded by its communication (Score-P writes each one). */
 #ifndef SG_TRACE_H
 #define SG_TRACE_H
 #include <stdint.h>
 #include "sg_internal.h"
 
 enum {
-    SG_TRACE_VERSION = 1,
+    SG_TRACE_VERSION = 2,
     SG_TRACE_NAME_LEN = 48,
     /* kinds 0..14 are scalgraph.model.trace.EVENT_KINDS; this one defines a window */
-    SG_TEV_WINDOW_DEF = 100,   /* comm = window id, peer = communicator id */
+    SG_TEV_WINDOW_DEF = 15,    /* comm = window id, peer = communicator id */
     SG_TEV_ENTER = 0, SG_TEV_EXIT = 1, SG_TEV_SEND = 2, SG_TEV_RECV = 3, SG_TEV_ISEND = 4,
     SG_TEV_ISEND_COMPLETE = 5, SG_TEV_IRECV_REQUEST = 6, SG_TEV_IRECV = 7, SG_TEV_COLL_BEGIN = 8,
     SG_TEV_COLL_END = 9, SG_TEV_RMA_PUT = 10, SG_TEV_RMA_GET = 11, SG_TEV_RMA_ACC = 12,
     SG_TEV_RMA_SYNC = 13, SG_TEV_REQUEST_CANCELLED = 14
 };
 
-struct sg_trace_event {          /* 48 bytes */
-    uint64_t time_ns;
-    int64_t bytes;
-    int64_t aux;                 /* request id (ISEND..IRECV, RMA), bytes received (COLL_END) */
-    int32_t region;              /* MPI routine (index into the names) for MPI ENTER/EXIT, else -1 */
-    int32_t peer, tag, comm;     /* world rank; tag; communicator id (window id for RMA events) */
-    uint32_t vertex;             /* PSG vertex: the MPI call's, or the function instance's */
-    uint8_t kind;
-    uint8_t pad[3];
+/* field bits of an event's mask, in the order their varints follow the time delta */
+enum { SG_TF_REGION = 1, SG_TF_VERTEX = 2, SG_TF_PEER = 4, SG_TF_TAG = 8, SG_TF_COMM = 16, SG_TF_BYTES = 32,
+       SG_TF_AUX = 64 };
+
+struct sg_trace_block_header {   /* 16 bytes */
+    uint32_t nevents, nbytes;    /* events in the block, bytes of varints after the kinds and masks */
+    uint64_t t_prev;             /* time of the event before the block (0 for the first block) */
 };
 
 struct sg_trace_file_header {    /* 32 bytes */
     char magic[8];               /* "SGRAWTR\0" */
-    uint32_t version, event_size;
+    uint32_t version, event_size;   /* event_size 0: events are variable-length (blocks) */
     int32_t rank, nranks;
     uint32_t header_size, reserved;
 };
 
-struct sg_trace_file_trailer {   /* 32 bytes */
+struct sg_trace_poll {           /* 24 bytes: one call site's polls that recorded no event */
+    uint64_t calls, ns;          /* how many, and their time inside MPI */
+    int32_t region;              /* MPI routine (index into the names) */
+    uint32_t vertex;             /* PSG vertex of the call; 0xFFFFFFFF: sites beyond the table's size */
+};
+
+struct sg_trace_file_trailer {   /* 40 bytes */
     uint64_t nevents;
     uint32_t nnames, flushes;    /* flushes: times the buffer filled up and was written out */
     uint32_t dropped;            /* events lost because the file could not be written */
     uint32_t nsamples;           /* SIGPROF samples of the traced thread, after the names */
+    uint32_t nblocks, npolls;
     char magic[8];               /* "SGRAWEND" */
 };
 
@@ -62,6 +77,8 @@ void sg_trace_mpi_exit(struct sg_thread *t) SG_HIDDEN;
 void sg_trace_event(struct sg_thread *t, int kind, int32_t peer, int32_t tag, int32_t comm, int64_t bytes,
                     int64_t aux) SG_HIDDEN;
 int64_t sg_trace_new_id(void) SG_HIDDEN;
+/* a poll (MPI_Iprobe) found something: record the call although it recorded no event */
+void sg_trace_poll_hit(struct sg_thread *t) SG_HIDDEN;
 int sg_trace_traces(const struct sg_thread *t) SG_HIDDEN;   /* this thread's events are recorded */
 /* Loop and other vertex changes are plain stores into sg_cur that the shim cannot see; the SIGPROF
  * sampler (signal handler, same thread) notes the vertex it found, and the converter splits the time

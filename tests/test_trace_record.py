@@ -68,7 +68,9 @@ def test_cg_trace_has_every_mpi_call_and_message(cg):
         if reg.is_mpi:
             assert psg.kind_name(reg.vertex) == "MPI" and psg.name[reg.vertex] == reg.name
     raw = read_raw_rank(d / "out" / "rank-0.sgt")
-    assert raw["events"].dtype.itemsize == 48 and raw["samples"]["vertex"].max() < len(psg)
+    assert raw["samples"]["vertex"].max() < len(psg)
+    # compact recording (delta times, varints): at most 16 bytes per event (the whole files: below)
+    assert trace.meta["raw_event_bytes"] / trace.meta["raw_events"] <= 16, trace.meta
 
 
 def test_filter_drops_the_listed_vertices_only(cg):
@@ -260,7 +262,7 @@ int main(int argc, char **argv) {
 
 def test_full_buffer_is_flushed_and_nothing_is_lost(tmp_path):
     """30,000 exchanges = 120,000 events per rank: the 65,536-event buffer is written out while the
-    program runs, and the file still holds every event in order."""
+    program runs, and the file still holds every event in order, at most 16 bytes each."""
     import shutil
     from scalgraph.io.trace_shim import read_shim_trace
     from scalgraph.trace.validate import check_trace
@@ -277,9 +279,54 @@ def test_full_buffer_is_flushed_and_nothing_is_lost(tmp_path):
     trace = read_shim_trace(tmp_path / "out")
     check_trace(trace, where="many-calls trace")
     assert trace.meta["buffer_flushes"] >= P
+    assert trace.meta["raw_bytes"] / trace.meta["raw_events"] <= 16, trace.meta     # whole files, names, samples
     for r in range(P):
         ev = trace.events[r]
         assert mpi_enters(trace, r, "MPI_Sendrecv") == n
         sends = ev[ev["kind"] == tm.SEND]
         assert len(sends) == n and sends["tag"].tolist() == [i & 7 for i in range(n)]
         assert np.all(np.diff(ev["time"]) >= 0)
+
+
+POLLING = pathlib.Path(__file__).resolve().parent.parent / "instrument" / "testprogs" / "polling.c"
+
+
+def test_polling_trace_is_bounded_by_communication(tmp_path):
+    """10^5 unsuccessful MPI_Test and as many MPI_Iprobe calls, then the test that completes the
+    receive: the polls that found nothing are counted per call site, not recorded, so rank 1's file
+    stays small; the completing MPI_Test holds the IRECV, the message pairs with its send, and the
+    wait-state analysis finds the Late Sender where rank 0 waits, none at the polling receive."""
+    import shutil
+    from scalgraph.io.trace_shim import read_shim_trace
+    from scalgraph.commands.trace import analyse
+    from scalgraph.static import read_psg_from_executable
+    from scalgraph.trace.validate import check_trace
+    require_parts("cg")
+    exe = tmp_path / "polling"
+    sgcc = pathlib.Path(os.sys.executable).parent / "sgcc"
+    res = subprocess.run([str(sgcc if sgcc.is_file() else shutil.which("sgcc")), "-O2", "-g", "-o", str(exe),
+                          str(POLLING)], capture_output=True, text=True, timeout=600)
+    assert res.returncode == 0, res.stderr
+    polls = 100_000
+    res = run_traced(exe, tmp_path / "out", str(polls), "100")
+    unsuccessful = int(res.stdout.split("unsuccessful tests ")[1].split()[0])
+    assert unsuccessful >= polls // 2
+    assert (tmp_path / "out" / "rank-1.sgt").stat().st_size < 8192      # 2*10^5 polls would be >= 1 MB
+    trace = read_shim_trace(tmp_path / "out", read_psg_from_executable(str(exe)))
+    check_trace(trace, where="polling trace")
+    assert len(trace.events[1]) < 40
+    counted = {}
+    for p in trace.meta["unrecorded_polls"]:
+        assert p["rank"] == 1 and p["seconds"] > 0
+        counted[p["routine"]] = counted.get(p["routine"], 0) + p["calls"]
+    assert counted == {"MPI_Test": unsuccessful, "MPI_Iprobe": polls // 2, "MPI_Testany": polls // 2000,
+                       "MPI_Testsome": polls // 2000}, counted
+    assert mpi_enters(trace, 1, "MPI_Test") == 1 and mpi_enters(trace, 1, "MPI_Iprobe") == 0
+    ev = trace.events[1]
+    test_enter = np.flatnonzero((ev["kind"] == tm.ENTER) & (ev["region"] == [i for i, r in enumerate(trace.regions)
+                                                                          if r.name == "MPI_Test"][0]))[0]
+    assert ev["kind"][test_enter + 1] == tm.IRECV and ev["peer"][test_enter + 1] == 0
+    rep = analyse(trace)
+    late = [(i["rank"], i["seconds"]) for i in rep["instances"] if i["pattern"] == "Late Sender"]
+    assert late and all(r == 0 for r, _ in late), late          # rank 0 waits for the polls to end
+    assert rep["events"] == sum(len(e) for e in trace.events)

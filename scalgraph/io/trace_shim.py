@@ -18,17 +18,24 @@ from scalgraph.errors import UserError
 from scalgraph.model.trace import ENTER, EXIT, Region, Trace, make_events
 
 MAGIC, END_MAGIC = b"SGRAWTR\x00", b"SGRAWEND"
-VERSION = 1
+VERSION = 2
 NAME_LEN = 48
-WINDOW_DEF = 100
+WINDOW_DEF = 15
 HEADER_DTYPE = np.dtype([("magic", "S8"), ("version", "<u4"), ("event_size", "<u4"), ("rank", "<i4"),
                          ("nranks", "<i4"), ("header_size", "<u4"), ("reserved", "<u4")])
 TRAILER_DTYPE = np.dtype([("nevents", "<u8"), ("nnames", "<u4"), ("flushes", "<u4"), ("dropped", "<u4"),
-                          ("nsamples", "<u4"), ("magic", "S8")])
+                          ("nsamples", "<u4"), ("nblocks", "<u4"), ("npolls", "<u4"), ("magic", "S8")])
+BLOCK_DTYPE = np.dtype([("nevents", "<u4"), ("nbytes", "<u4"), ("t_prev", "<u8")])
 SAMPLE_DTYPE = np.dtype([("time_ns", "<u8"), ("vertex", "<u4"), ("reserved", "<u4")])
+POLL_DTYPE = np.dtype([("calls", "<u8"), ("ns", "<u8"), ("region", "<i4"), ("vertex", "<u4")])
+# decoded events (the encoding is in instrument/sg_trace.h)
 RAW_DTYPE = np.dtype([("time_ns", "<u8"), ("bytes", "<i8"), ("aux", "<i8"), ("region", "<i4"), ("peer", "<i4"),
-                      ("tag", "<i4"), ("comm", "<i4"), ("vertex", "<u4"), ("kind", "u1"), ("pad", "V3")])
-assert RAW_DTYPE.itemsize == 48 and HEADER_DTYPE.itemsize == 32 and TRAILER_DTYPE.itemsize == 32
+                      ("tag", "<i4"), ("comm", "<i4"), ("vertex", "<u4"), ("kind", "u1")])
+# the mask bits SG_TF_* in field order, with each field's default when its bit is clear
+FIELDS = (("region", -1), ("vertex", 0), ("peer", -1), ("tag", 0), ("comm", -1), ("bytes", 0), ("aux", -1))
+assert HEADER_DTYPE.itemsize == 32 and TRAILER_DTYPE.itemsize == 40 and BLOCK_DTYPE.itemsize == 16
+assert POLL_DTYPE.itemsize == 24
+_POPCOUNT = np.array([bin(m).count("1") for m in range(256)], np.int64)
 
 
 def has_shim_trace(run_dir: str | pathlib.Path) -> bool:
@@ -36,7 +43,8 @@ def has_shim_trace(run_dir: str | pathlib.Path) -> bool:
 
 
 def read_raw_rank(path: pathlib.Path) -> dict:
-    """One rank-<r>.sgt file -> header fields, raw events, MPI routine names; UserError if damaged."""
+    """One rank-<r>.sgt file -> header fields, decoded events, MPI routine names, samples and the
+    unsuccessful polls per call site; UserError if damaged."""
     try:
         data = path.read_bytes()
     except OSError as e:
@@ -45,23 +53,88 @@ def read_raw_rank(path: pathlib.Path) -> dict:
         raise UserError(f"{path} is not a scalgraph raw trace (wrong magic or too short); rerun with --trace")
     h = np.frombuffer(data, HEADER_DTYPE, count=1)[0]
     tr = np.frombuffer(data, TRAILER_DTYPE, count=1, offset=len(data) - TRAILER_DTYPE.itemsize)[0]
-    if int(h["version"]) != VERSION or int(h["event_size"]) != RAW_DTYPE.itemsize or tr["magic"] != END_MAGIC:
+    if int(h["version"]) != VERSION or tr["magic"] != END_MAGIC:
         raise UserError(f"{path} has another raw trace version or is incomplete; rerun with this scalgraph's shim")
-    n, nn, ns = int(tr["nevents"]), int(tr["nnames"]), int(tr["nsamples"])
-    expect = (HEADER_DTYPE.itemsize + n * RAW_DTYPE.itemsize + nn * NAME_LEN + ns * SAMPLE_DTYPE.itemsize
-              + TRAILER_DTYPE.itemsize)
-    if expect != len(data):
-        raise UserError(f"{path} is inconsistent ({len(data)} bytes, its counts say {expect}); rerun the program")
+    n, nn, ns, nb, npo = (int(tr[k]) for k in ("nevents", "nnames", "nsamples", "nblocks", "npolls"))
+    tail = nn * NAME_LEN + ns * SAMPLE_DTYPE.itemsize + npo * POLL_DTYPE.itemsize + TRAILER_DTYPE.itemsize
+    end = len(data) - tail
+    if end < HEADER_DTYPE.itemsize:
+        raise UserError(f"{path} is inconsistent (its counts say more than its {len(data)} bytes); rerun the program")
     if int(tr["dropped"]):
         raise UserError(f"{path}: {int(tr['dropped'])} events could not be written (disk full?); rerun the program")
-    off = HEADER_DTYPE.itemsize
-    ev = np.frombuffer(data, RAW_DTYPE, count=n, offset=off)
-    off += n * RAW_DTYPE.itemsize
+    ev = _decode_blocks(data, HEADER_DTYPE.itemsize, end, nb, path)
+    if len(ev) != n:
+        raise UserError(f"{path} is inconsistent ({len(ev)} events, its trailer says {n}); rerun the program")
+    off = end
     names = [data[off + i * NAME_LEN: off + (i + 1) * NAME_LEN].split(b"\0", 1)[0].decode(errors="replace")
              for i in range(nn)]
-    samples = np.frombuffer(data, SAMPLE_DTYPE, count=ns, offset=off + nn * NAME_LEN)
+    off += nn * NAME_LEN
+    samples = np.frombuffer(data, SAMPLE_DTYPE, count=ns, offset=off)
+    polls = np.frombuffer(data, POLL_DTYPE, count=npo, offset=off + ns * SAMPLE_DTYPE.itemsize)
     return {"rank": int(h["rank"]), "nranks": int(h["nranks"]), "events": ev, "names": names, "samples": samples,
-            "flushes": int(tr["flushes"]), "bytes": len(data)}
+            "polls": polls, "flushes": int(tr["flushes"]), "bytes": len(data),
+            "event_bytes": end - HEADER_DTYPE.itemsize}
+
+
+def _decode_blocks(data: bytes, start: int, end: int, nblocks: int, path) -> np.ndarray:
+    parts, pos = [], start
+    for _ in range(nblocks):
+        if pos + BLOCK_DTYPE.itemsize > end:
+            raise UserError(f"{path} is inconsistent (a block runs past the events); rerun the program")
+        bh = np.frombuffer(data, BLOCK_DTYPE, count=1, offset=pos)[0]
+        k, nbytes = int(bh["nevents"]), int(bh["nbytes"])
+        pos += BLOCK_DTYPE.itemsize
+        if pos + 2 * k + nbytes > end:
+            raise UserError(f"{path} is inconsistent (a block runs past the events); rerun the program")
+        kinds = np.frombuffer(data, np.uint8, count=k, offset=pos)
+        masks = np.frombuffer(data, np.uint8, count=k, offset=pos + k)
+        varints = np.frombuffer(data, np.uint8, count=nbytes, offset=pos + 2 * k)
+        parts.append(decode_block(kinds, masks, varints, int(bh["t_prev"]), path))
+        pos += 2 * k + nbytes
+    if pos != end:
+        raise UserError(f"{path} is inconsistent ({end - pos} bytes between the events and the names); rerun it")
+    return np.concatenate(parts) if parts else np.zeros(0, RAW_DTYPE)
+
+
+def decode_varints(b: np.ndarray) -> np.ndarray:
+    """LEB128 varints (7 bits per byte, high bit = more follows) -> uint64 values, vectorised."""
+    if len(b) == 0:
+        return np.zeros(0, np.uint64)
+    ends = b < 128
+    starts = np.flatnonzero(np.concatenate(([True], ends[:-1])))
+    group = np.cumsum(ends) - ends
+    shift = (np.arange(len(b)) - starts[group]) * 7
+    if len(shift) and shift.max() > 63:
+        raise ValueError("varint longer than 64 bits")
+    return np.add.reduceat((b & 127).astype(np.uint64) << shift.astype(np.uint64), starts)
+
+
+def _unzigzag(v: np.ndarray) -> np.ndarray:
+    return (v >> np.uint64(1)).astype(np.int64) ^ -(v & np.uint64(1)).astype(np.int64)
+
+
+def decode_block(kinds: np.ndarray, masks: np.ndarray, varints: np.ndarray, t_prev: int, path="trace") -> np.ndarray:
+    """One block: per event the delta time and the fields its mask names (instrument/sg_trace.h)."""
+    try:
+        vals = decode_varints(varints)
+    except ValueError:
+        vals = None
+    if vals is None or (len(varints) and varints[-1] >= 128):
+        raise UserError(f"{path} is damaged (a cut or overlong number in the events); rerun the program")
+    nf = 1 + _POPCOUNT[masks]
+    first = np.cumsum(nf) - nf
+    if len(kinds) and first[-1] + nf[-1] != len(vals):
+        raise UserError(f"{path} is damaged (event fields do not add up); rerun the program")
+    ev = np.zeros(len(kinds), RAW_DTYPE)
+    ev["kind"] = kinds
+    ev["time_ns"] = np.uint64(t_prev) + np.cumsum(_unzigzag(vals[first])).astype(np.uint64) if len(kinds) else []
+    for bit, (name, default) in enumerate(FIELDS):
+        has = (masks >> bit) & 1 == 1
+        at = first + 1 + _POPCOUNT[masks & ((1 << bit) - 1)]
+        field = np.full(len(kinds), default, np.int64)
+        field[has] = _unzigzag(vals[at[has]]) if name != "vertex" else vals[at[has]].astype(np.int64)
+        ev[name] = field
+    return ev
 
 
 def read_shim_trace(run_dir: str | pathlib.Path, psg=None) -> Trace:
@@ -139,13 +212,33 @@ def read_shim_trace(run_dir: str | pathlib.Path, psg=None) -> Trace:
     _distinct_names(regions)
     comms = _comms(profiles, nranks)
     meta = {"source": "scalgraph shim", "timer": "CLOCK_MONOTONIC", "raw_events": raw_events,
-            "raw_bytes": sum(x["bytes"] for x in raws), "raw_event_size": RAW_DTYPE.itemsize,
+            "raw_bytes": sum(x["bytes"] for x in raws),
+            "raw_event_bytes": sum(x["event_bytes"] for x in raws),
             "buffer_flushes": sum(x["flushes"] for x in raws)}
+    polls = _unrecorded_polls(by_rank, nranks, psg)
+    if polls:
+        meta["unrecorded_polls"] = polls
     if any(offsets.values()):
         meta["clock_offsets"] = {str(r): p for r, p in offsets.items() if p}
     if psg is not None:
         meta["psg_hash"] = psg.hash()
     return Trace(regions=regions, comms=comms, events=events, windows=windows, meta=meta)
+
+
+def _unrecorded_polls(by_rank: dict, nranks: int, psg) -> list[dict]:
+    """The polls the shim counted instead of recording (MPI_Test*, MPI_Iprobe that completed or found
+    nothing), per rank and call site: routine, PSG vertex and line, calls, seconds inside MPI.
+    Vertex -1: call sites beyond the shim's table, summed."""
+    out = []
+    for r in range(nranks):
+        names = by_rank[r]["names"]
+        for p in by_rank[r]["polls"]:
+            g, v = int(p["region"]), int(p["vertex"])
+            v = -1 if v == 0xFFFFFFFF else v
+            out.append({"rank": r, "routine": names[g] if 0 <= g < len(names) else "MPI_Test*", "vertex": v,
+                        "line": psg.line_first[v] if psg is not None and 0 <= v < len(psg) else 0,
+                        "calls": int(p["calls"]), "seconds": int(p["ns"]) / 1e9})
+    return out
 
 
 def _distinct_names(regions: list[Region]) -> None:
