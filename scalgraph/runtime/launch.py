@@ -115,7 +115,10 @@ def _candidates_near(library: str, flavour: str) -> list[pathlib.Path]:
     out = []
     for lib in dict.fromkeys([pathlib.Path(library), pathlib.Path(library).resolve()]):
         for up in (lib.parent.parent, lib.parent.parent.parent):
-            out += [up / "bin" / name for name in _NAMES[flavour]]
+            # not "/": /bin is /usr/bin on merged-/usr Debian, but Open MPI's mpiexec started as
+            # /bin/mpiexec takes "/" as its prefix and refuses to run ("a prefix ... only slashes")
+            if up != up.parent:
+                out += [up / "bin" / name for name in _NAMES[flavour]]
     return out
 
 
