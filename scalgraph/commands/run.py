@@ -294,11 +294,9 @@ TRACE_FILE = "trace.sgtrace"
 
 def convert_trace(out_dir: pathlib.Path, entry: dict) -> None:
     """The ranks' raw traces (rank-*.sgt) -> one checked trace file beside the profiles."""
-    from scalgraph.io.trace_read import write_trace
-    from scalgraph.io.trace_shim import read_shim_trace
+    from scalgraph.io.trace_shim import convert_shim_trace
     try:
-        trace = read_shim_trace(out_dir)
-        write_trace(trace, out_dir / TRACE_FILE)
+        trace = convert_shim_trace(out_dir, out_dir / TRACE_FILE)   # removes the raw files: one copy
         m = trace.meta
         print(f"scalgraph run: p={entry['scale']} rep {entry['rep']}: trace of {m['raw_events']} events, "
               f"{m['raw_bytes'] / max(m['raw_events'], 1):.1f} bytes per event as recorded", file=sys.stderr)

@@ -225,6 +225,18 @@ def read_shim_trace(run_dir: str | pathlib.Path, psg=None) -> Trace:
     return Trace(regions=regions, comms=comms, events=events, windows=windows, meta=meta)
 
 
+def convert_shim_trace(run_dir: str | pathlib.Path, target: str | pathlib.Path, psg=None) -> Trace:
+    """The run's raw per-rank files -> one checked, zlib-compressed binary trace at `target`; the raw
+    files are removed once it is written, so a traced run keeps one copy of its events."""
+    from scalgraph.io.trace_read import write_trace
+    d = pathlib.Path(run_dir)
+    trace = read_shim_trace(d, psg)
+    write_trace(trace, target, "binary", compress=True)
+    for f in d.glob("rank-*.sgt"):
+        f.unlink()
+    return trace
+
+
 def _unrecorded_polls(by_rank: dict, nranks: int, psg) -> list[dict]:
     """The polls the shim counted instead of recording (MPI_Test*, MPI_Iprobe that completed or found
     nothing), per rank and call site: routine, PSG vertex and line, calls, seconds inside MPI.
