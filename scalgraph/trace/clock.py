@@ -34,7 +34,7 @@ import numpy as np
 
 from scalgraph.errors import UserError
 from scalgraph.model import trace as tm
-from scalgraph.trace import matching
+from scalgraph.trace import matching, mpi_names
 
 # Kinds of logical message, for the report.
 P2P, BARRIER, NXN, ONE_TO_N, N_TO_ONE, SCAN, INIT_FINALIZE = range(7)
@@ -184,8 +184,8 @@ def logical_messages(trace: tm.Trace, params: ClockParams = ClockParams()) -> Lo
 
 
 def _op_name(trace: tm.Trace, region: int) -> str:
-    name = trace.regions[region].name.lower() if 0 <= region < len(trace.regions) else ""
-    return name[4:] if name.startswith("mpi_") else ""
+    name = mpi_names.mpi_function(trace.regions[region].name) if 0 <= region < len(trace.regions) else None
+    return name[4:].lower() if name else ""
 
 
 def _add_init_finalize(trace, flat, nest, add) -> None:

@@ -12,10 +12,18 @@ is linear, we write all of it as one sparse system Γ = M (ω + Γ), M[v, w] = s
 (I - M) Γ = M ω with a sparse triangular solve: the whole backward replay is a handful of numpy and
 scipy calls, with no per-event Python loop.
 
-Choices the seed leaves open (stated here and in the README):
-- Scaling factor: the paper's s = 1/(ΣΔ + W), not clipped (Scalasca clips the short-term factor at 1).
-  When ΣΔ + W = 0 no cause can be named; that wait's ω + Γ is booked as `unexplained`, so
-  Σ short + Σ long + unexplained = total waiting time holds exactly.
+Choices the seed leaves open (defaults are Scalasca 2.6's, so that numbers compare with scout's;
+docs/trace-analysis.md lists them with the options that select the seed's reading):
+- Scaling factor (`DelayOptions.scale`): "scalasca" (default) distributes min(ω, ΣΔ + W) of a
+  point-to-point wait (Late Sender, Late Receiver), i.e. scout's short-term factor min(ω/(ΣΔ+W), 1),
+  so a delay never costs more than its length; collectives distribute all of ω, as scout does.  "seed":
+  the paper's s = 1/(ΣΔ + W) unclipped for every wait.  When ΣΔ + W = 0 no cause can be named; that
+  wait's ω + Γ is booked as `unexplained` together with the part a clipped wait did not distribute,
+  so Σ short + Σ long + unexplained = total waiting time holds exactly.
+- Family of long-term costs (`DelayOptions.family`): "chain-end" (default, scout) files a long-term
+  cost under the pattern of the wait state at the *end* of the propagation chain (a delay that makes B
+  late at a message, whose wait then makes C wait at an allreduce, costs "Wait at N x N" long-term),
+  by carrying one Γ per family; "direct" files it under the wait it directly explains.
 - Interval start: the previous synchronisation point of the same rank with the same partner (p2p:
   a message with the same peer rank, either direction, that produced a wait state -- Scalasca 2.6's
   rule, reference note §9.1: a message nobody waited for synchronised nothing, so a halo partner
@@ -42,9 +50,27 @@ import scipy.sparse as sp
 from scipy.sparse.linalg import spsolve, spsolve_triangular
 
 from scalgraph.errors import UserError
-from scalgraph.trace import waitops
+from scalgraph.trace import mpi_names, patterns, waitops
 from scalgraph.trace.forward import ForwardResult, ReplayContext
 from scalgraph.trace.hugepages import without_hugepage_advice
+
+
+SCALES = ("scalasca", "seed")
+FAMILIES = ("chain-end", "direct")
+
+
+@dataclass(frozen=True)
+class DelayOptions:
+    scale: str = "scalasca"      # "scalasca": p2p short-term factor clipped at 1; "seed": unclipped
+    family: str = "chain-end"    # long-term costs under the chain's last wait ("chain-end") or the direct one
+
+    def __post_init__(self):
+        if self.scale not in SCALES or self.family not in FAMILIES:
+            raise UserError(f"delay options: scale must be one of {SCALES}, family one of {FAMILIES}")
+
+
+# p2p wait states whose distributed waiting Scalasca clips at ΣΔ + W
+CLIPPED_PATTERNS = np.array([p.key in ("late_sender", "late_receiver") for p in patterns.PATTERNS])
 
 
 @dataclass
@@ -57,7 +83,12 @@ class DelayResult:
     gamma: np.ndarray           # per wait: long-term cost factor Γ (indirect waiting it caused)
     direct: np.ndarray          # per wait: the part caused directly by excess processing
     indirect: np.ndarray        # per wait: the part propagated from the causer's own waits
-    unexplained: float          # waiting time for which ΣΔ + W = 0
+    unexplained: float          # waiting time for which ΣΔ + W = 0, plus what clipping left undistributed
+    scale: np.ndarray | None = None   # per wait: s = 1/(ΣΔ + W) (0: nothing to name)
+    sum_delta: np.ndarray | None = None  # per wait: ΣΔ, the causer's excess processing time
+    wait_in_interval: np.ndarray | None = None  # per wait: W, the causer's waiting inside its interval
+    distributed: np.ndarray | None = None  # per wait: the waiting it distributes (ω, or min(ω, ΣΔ+W) clipped)
+    options: DelayOptions = DelayOptions()
 
     @property
     def propagating(self) -> np.ndarray:
@@ -161,7 +192,7 @@ def processing_profiles(ctx, waits, rank, t0, t1, index=None):
 
 def mpi_callpaths(ctx: ReplayContext) -> np.ndarray:
     """[call path] True where the innermost region is an MPI routine."""
-    is_mpi = np.array([r.is_mpi for r in ctx.trace.regions] + [False])
+    is_mpi = np.array([mpi_names.is_mpi_region(r) for r in ctx.trace.regions] + [False])
     reg = ctx.nest.cp_region
     return is_mpi[np.where(reg >= 0, reg, len(is_mpi) - 1)]
 
@@ -252,11 +283,12 @@ def interval_starts(ctx: ReplayContext, waits: np.ndarray, q_rank, q_key, q_time
 # --- the backward replay --------------------------------------------------------------------------
 
 def _solve_gamma(m_rows, m_cols, m_vals, omega, key):
-    """Γ = M (ω + Γ).  Ordered by the time each wait ends, M is strictly upper triangular (a wait
-    can only be charged for waits that ended before it); if equal times break that, fall back to LU."""
+    """Γ = M (ω + Γ), ω a vector or one column per delay family.  Ordered by the time each wait
+    ends, M is strictly upper triangular (a wait can only be charged for waits that ended before
+    it); if equal times break that, fall back to LU."""
     n = len(omega)
     if n == 0 or len(m_vals) == 0:
-        return np.zeros(n)
+        return np.zeros(omega.shape)
     order = np.argsort(key, kind="stable")
     rank_of = np.empty(n, np.int64)
     rank_of[order] = np.arange(n)
@@ -270,12 +302,43 @@ def _solve_gamma(m_rows, m_cols, m_vals, omega, key):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")           # a singular system is reported below
             g = spsolve(a.tocsc(), rhs)
+    g = np.asarray(g.toarray() if sp.issparse(g) else g).reshape(omega.shape)
     if not np.all(np.isfinite(g)):
         raise UserError("delay analysis: wait states cause each other in a cycle, which only timestamps that "
                         "violate the clock condition can produce; run without --no-clock-correction")
-    out = np.empty(n)
+    out = np.empty(omega.shape)
     out[order] = g
     return out
+
+
+def family_columns(pattern: np.ndarray, options: DelayOptions):
+    """Delay families as right-hand-side columns: (pattern index of each column, column of each
+    wait).  "chain-end": one column per pattern present; "direct": one column for all."""
+    if options.family == "direct" or len(pattern) == 0:
+        return np.full(1, -1, np.int64), np.zeros(len(pattern), np.int64)
+    fams, col = np.unique(pattern.astype(np.int64), return_inverse=True)
+    return fams, col.ravel()
+
+
+def solve_family_gamma(m_rows, m_cols, m_vals, distributed, col, nfam, key):
+    """Γ per wait and family: [n, nfam]; Γ[:, F] is the waiting of family F the wait propagated."""
+    rhs = np.zeros((len(distributed), nfam))
+    rhs[np.arange(len(distributed)), col] = distributed
+    return _solve_gamma(m_rows, m_cols, m_vals, rhs, key)
+
+
+def file_costs(pattern, d_rank, ids, cps, weight, gamma_fam, fams, s, delta, ncp, p, npat):
+    """Short- and long-term cost cubes [pattern, call path, rank] from the Δ entries (ids, cps,
+    delta) of each wait: short-term under the wait's own pattern, long-term under the family of
+    each Γ column (fams[k] < 0: the wait's own pattern, the "direct" filing)."""
+    size = npat * ncp * p
+    own = (pattern[ids].astype(np.int64) * ncp + cps) * p + d_rank[ids]
+    short = waitops.segment_sum(own, weight[ids] * s[ids] * delta, size).reshape(npat, ncp, p)
+    long_ = np.zeros(size)
+    for k, fam in enumerate(np.asarray(fams).tolist()):
+        key = own if fam < 0 else (fam * ncp + cps.astype(np.int64)) * p + d_rank[ids]
+        long_ += waitops.segment_sum(key, gamma_fam[ids, k] * s[ids] * delta, size)
+    return short, long_.reshape(npat, ncp, p)
 
 
 def _concat(parts):
@@ -286,7 +349,7 @@ def _concat(parts):
 
 
 @without_hugepage_advice
-def delay_analysis(fwd: ForwardResult) -> DelayResult:
+def delay_analysis(fwd: ForwardResult, options: DelayOptions = DelayOptions()) -> DelayResult:
     """Delay costs of every wait state with a causer (Scalasca's accounting: every call path, MPI
     calls' non-waiting time included)."""
     ctx = fwd.ctx
@@ -342,16 +405,16 @@ def delay_analysis(fwd: ForwardResult) -> DelayResult:
     wi, rep_j = _expand(w_bounds[u_of], w_bounds[u_of + 1] - 1)
     ww, wa = wv[rep_j], wa_u[rep_j]
     s = waitops.delay_scale(sum_delta, w_d)
+    clip = CLIPPED_PATTERNS[waits["pattern"]] & (options.scale == "scalasca")
+    dist = waitops.clipped_wait(omega, sum_delta, w_d, clip)
 
-    gamma = _solve_gamma(ww, wi, s[wi] * wa, omega, t[waits["op"]] + omega)
-    # costs by the pattern of the wait they explain (Scalasca's "Delay costs > Late Sender", ...)
-    npat = int(waits["pattern"].max()) + 1 if n else 0
-    key = (waits["pattern"][ids].astype(np.int64) * ncp + cps) * p + d_rank[ids]
-    size = npat * ncp * p
-    short = waitops.segment_sum(key, omega[ids] * s[ids] * delta, size).reshape(npat, ncp, p)
-    long_ = waitops.segment_sum(key, gamma[ids] * s[ids] * delta, size).reshape(npat, ncp, p)
-    unexplained = float(((omega + gamma) * (s == 0)).sum())
-    return DelayResult(waits=waits, short_term=short.sum(axis=0) if npat else np.zeros((ncp, p)),
-                       long_term=long_.sum(axis=0) if npat else np.zeros((ncp, p)),
+    fams, col = family_columns(waits["pattern"], options)
+    gamma_fam = solve_family_gamma(ww, wi, s[wi] * wa, dist, col, len(fams), t[waits["op"]] + omega)
+    gamma = gamma_fam.sum(axis=1)
+    npat = len(patterns.PATTERNS)
+    short, long_ = file_costs(waits["pattern"], d_rank, ids, cps, dist, gamma_fam, fams, s, delta, ncp, p, npat)
+    unexplained = float((omega - dist * (s > 0)).sum() + (gamma * (s == 0)).sum())
+    return DelayResult(waits=waits, short_term=short.sum(axis=0), long_term=long_.sum(axis=0),
                        short_by_pattern=short, long_by_pattern=long_, gamma=gamma,
-                       direct=omega * s * sum_delta, indirect=omega * s * w_d, unexplained=unexplained)
+                       direct=dist * s * sum_delta, indirect=dist * s * w_d, unexplained=unexplained,
+                       scale=s, sum_delta=sum_delta, wait_in_interval=w_d, distributed=dist, options=options)

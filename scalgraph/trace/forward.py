@@ -13,7 +13,7 @@ import numpy as np
 
 from scalgraph.errors import UserError
 from scalgraph.model import trace as tm
-from scalgraph.trace import matching, patterns, waitops
+from scalgraph.trace import matching, mpi_names, patterns, waitops
 from scalgraph.trace.hugepages import without_hugepage_advice
 
 
@@ -42,7 +42,8 @@ class ReplayContext:
         if self._gap is None:
             dt = np.empty(len(self.time))
             np.subtract(self.time[1:], self.time[:-1], out=dt[:-1])     # no full-size temporary
-            dt[np.maximum(self.flat.offsets[1:] - 1, 0)] = 0.0
+            off = self.flat.offsets
+            dt[off[1:][off[1:] > off[:-1]] - 1] = 0.0      # each non-empty rank's last event
             self._gap = dt
         return self._gap
 
@@ -89,6 +90,8 @@ def build_context(trace: tm.Trace, allow_unmatched: bool = False) -> ReplayConte
     if trace.nranks == 0:
         raise UserError("the trace has no locations; nothing to analyse")
     flat = matching.flatten(trace)
+    if len(flat.ev) == 0:
+        raise UserError(f"the trace has {trace.nranks} locations but no events; nothing to analyse")
     nest = matching.match_regions(flat)
     msgs = matching.match_messages(flat, nest)
     if not allow_unmatched and (len(msgs.unmatched_send) or len(msgs.unmatched_recv)):
@@ -101,14 +104,19 @@ def build_context(trace: tm.Trace, allow_unmatched: bool = False) -> ReplayConte
     colls = matching.match_collectives(flat, nest, trace.comms)
     t = flat.ev["time"].astype(np.float64, copy=False)
     exit_time = _exit_times(t, nest.partner, flat)
-    names = [r.name for r in trace.regions]
-    region_is_test = np.array([n.startswith("MPI_Test") for n in names] + [False], bool)
-    region_coll_kind = np.array([patterns.COLL_KINDS.index(patterns.COLLECTIVE_KIND.get(n, ""))
-                                 for n in names] + [0], np.int64)
     return ReplayContext(trace=trace, flat=flat, nest=nest, msgs=msgs, colls=colls, time=t,
-                         exit_time=exit_time, region_is_test=region_is_test,
-                         region_coll_kind=region_coll_kind,
-                         region_class=[patterns.region_class(n) for n in names])
+                         exit_time=exit_time, **region_tables(trace.regions))
+
+
+def region_tables(regions: list[tm.Region]) -> dict:
+    """Per region (plus one entry for "outside every region"): MPI_Test*, collective kind, class;
+    MPI routines recognised by name (mpi_names.py), whatever their spelling."""
+    names = [mpi_names.canonical_name(r.name) for r in regions]
+    return dict(
+        region_is_test=np.array([n.startswith("MPI_Test") for n in names] + [False], bool),
+        region_coll_kind=np.array([patterns.COLL_KINDS.index(patterns.COLLECTIVE_KIND.get(n, ""))
+                                   for n in names] + [0], np.int64),
+        region_class=[patterns.region_class(n) for n in names])
 
 
 def _exit_times(t: np.ndarray, partner: np.ndarray, flat: matching.Flat) -> np.ndarray:

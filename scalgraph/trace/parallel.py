@@ -21,7 +21,7 @@ import numpy as np
 from scalgraph.errors import UserError
 from scalgraph.model import trace as tm
 from scalgraph.trace import patterns, parallel_phases as ph
-from scalgraph.trace.delay import DelayResult
+from scalgraph.trace.delay import DelayOptions, DelayResult
 from scalgraph.trace.parallel_partial import (Partial, build_partial, merge_callpaths, rank_blocks,
                                               rank_callpaths)
 
@@ -108,7 +108,8 @@ def _phase(name: str) -> None:
     PHASE_SECONDS["_t"] = now
 
 
-def replay(comm, path: str, top: int = 10, source: str = "", min_share: float = 0.05) -> dict | None:
+def replay(comm, path: str, top: int = 10, source: str = "", min_share: float = 0.05,
+           options: DelayOptions = DelayOptions()) -> dict | None:
     """The whole parallel replay; returns the report on process 0, None elsewhere."""
     PHASE_SECONDS.clear()
     _phase("")
@@ -135,12 +136,13 @@ def replay(comm, path: str, top: int = 10, source: str = "", min_share: float = 
     _phase("callpaths")
     fwd, waits, forward_out = _forward(comm, part, cpmap, len(g_parent), min(top, 5))
     sync = waits[patterns.SYNC_PATTERNS[waits["pattern"]]]
-    delay_out = _delay(comm, part, sync, cpmap, len(g_parent))
+    delay_out = _delay(comm, part, sync, cpmap, len(g_parent), options)
     path_out = _critical_path(comm, part, fwd, sync, cpmap, len(g_parent))
     if comm.Get_rank() != 0:
         return None
     cube, inst, stats = forward_out
-    (ids, omega, gamma), short, long_, sums = delay_out
+    (ids, omega, gamma, _), short, long_, sums = delay_out
+    gamma = gamma.sum(axis=1)
     dw = np.zeros(len(omega), patterns.WAIT_DTYPE)
     dw["wait"] = omega
     dl = DelayResult(waits=dw, short_term=short.sum(axis=0), long_term=long_.sum(axis=0), short_by_pattern=short,
@@ -174,30 +176,30 @@ def _forward(comm, part: Partial, cpmap: np.ndarray, ncp: int, n_inst: int):
     return fwd, waits, (cube, inst, stats)
 
 
-def _delay(comm, part: Partial, sync: np.ndarray, cpmap: np.ndarray, ncp: int):
+def _delay(comm, part: Partial, sync: np.ndarray, cpmap: np.ndarray, ncp: int, options: DelayOptions):
     """Delay costs; process 0 gets (ids, ω, Γ) of every wait, the short- and long-term cubes and
     (unexplained, direct, indirect) sums."""
     me = comm.Get_rank()
     dwaits = sync[sync["causer"] >= 0]
     incoming = comm.alltoall(ph.delay_requests(part, dwaits, cpmap, comm.Get_size()))
-    short, (m_rows, m_cols, m_vals), state = ph.explain_waits(part, dwaits, incoming, ncp, cpmap)
+    short, (m_rows, m_cols, m_vals), state = ph.explain_waits(part, dwaits, incoming, ncp, cpmap, options)
     g = comm.gather((ph.wait_ids(part, dwaits), dwaits["wait"].astype(float),
-                     part.ctx.time[dwaits["op"]] + dwaits["wait"], m_rows, m_cols, m_vals, state["inc"]["id"]),
-                    root=0)
+                     part.ctx.time[dwaits["op"]] + dwaits["wait"], m_rows, m_cols, m_vals, state["inc"]["id"],
+                     state["dist"], state["inc"]["pattern"]), root=0)
     _phase("delay_local")
     solved, err, answers = None, None, None
     if me == 0:
         try:
-            solved = ph.solve_gamma(g)
-            ids, _, gamma = solved
-            answers = [gamma[np.searchsorted(ids, x[6])] for x in g]
+            solved = ph.solve_gamma(g, options)
+            ids, _, gamma, fams = solved
+            answers = [(gamma[np.searchsorted(ids, x[6])], fams) for x in g]
         except UserError as e:
             err = str(e)
     err = comm.bcast(err, root=0)
     if err:
         raise UserError(err)
-    gamma_w = comm.scatter(answers, root=0)
-    long_, sums = ph.finish_delay(state, gamma_w, ncp, part.nranks)
+    gamma_w, fams = comm.scatter(answers, root=0)
+    long_, sums = ph.finish_delay(state, gamma_w, fams, ncp, part.nranks)
     out = (solved, _sum_to_root(comm, short), _sum_to_root(comm, long_), _sum_to_root(comm, sums))
     _phase("delay_gamma")
     return out
@@ -252,6 +254,8 @@ def main(argv=None) -> int:
     ap.add_argument("--top", type=int, default=10)
     ap.add_argument("--min-share", type=float, default=0.05)
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--delay-scale", default=DelayOptions.scale)
+    ap.add_argument("--delay-family", default=DelayOptions.family)
     ap.add_argument("--source", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     comm = MPI.COMM_WORLD
@@ -259,7 +263,7 @@ def main(argv=None) -> int:
         if args.top < 1:
             raise UserError(f"--top must be at least 1 (got {args.top})")
         result = replay(comm, args.trace, top=args.top, source=args.source or args.trace,
-                        min_share=args.min_share)
+                        min_share=args.min_share, options=DelayOptions(args.delay_scale, args.delay_family))
     except UserError as e:
         if comm.Get_rank() == 0:
             print(f"scalgraph trace: {e}", file=sys.stderr)
@@ -281,7 +285,8 @@ if __name__ == "__main__":
     sys.exit(main())
 
 
-def launch(nprocs: int, trace: str, top: int = 10, as_json: bool = False, min_share: float = 0.05) -> int:
+def launch(nprocs: int, trace: str, top: int = 10, as_json: bool = False, min_share: float = 0.05,
+           options: DelayOptions = DelayOptions()) -> int:
     """`scalgraph trace --parallel N`: run this module under the venv's mpiexec (argument list, no
     shell); process 0 prints the report to our stdout."""
     import os
@@ -301,6 +306,7 @@ def launch(nprocs: int, trace: str, top: int = 10, as_json: bool = False, min_sh
         raise UserError("--parallel needs mpiexec (pip install mpich mpi4py into this environment), "
                         "or run `python -m scalgraph.trace.parallel TRACE` under your own mpiexec")
     cmd = [mpiexec, "-n", str(nprocs), sys.executable, "-m", "scalgraph.trace.parallel", str(trace),
-           "--top", str(top), "--min-share", repr(float(min_share))] + (["--json"] if as_json else [])
+           "--top", str(top), "--min-share", repr(float(min_share)), "--delay-scale", options.scale,
+           "--delay-family", options.family] + (["--json"] if as_json else [])
     sys.stdout.flush()
     return subprocess.run(cmd, env=dict(os.environ)).returncode

@@ -21,7 +21,7 @@ import numpy as np
 
 from scalgraph.errors import UserError
 from scalgraph.model import trace as tm
-from scalgraph.trace import forward, matching, patterns
+from scalgraph.trace import forward, matching, mpi_names
 
 _P2P_KINDS = (tm.SEND, tm.ISEND, tm.RECV, tm.IRECV)
 _RMA_KINDS = (tm.RMA_PUT, tm.RMA_GET, tm.RMA_ACC, tm.RMA_SYNC)
@@ -99,7 +99,7 @@ def build_partial(comm, trace: tm.Trace, counts: np.ndarray, bounds: np.ndarray)
     last = flat.offsets[1:][np.diff(flat.offsets) > 0] - 1
     mpi_calls = None
     if any(r.name.startswith("MPI_Win_lock") for r in trace.regions):   # Wait for Progress reads them
-        is_mpi = np.array([r.is_mpi for r in trace.regions] + [False], bool)
+        is_mpi = np.array([mpi_names.is_mpi_region(r) for r in trace.regions] + [False], bool)
         mpi_calls = np.flatnonzero((kind == tm.ENTER) & is_mpi[ev["region"]])
     outgoing = []
     for q in range(nprocs):
@@ -186,13 +186,9 @@ def _context(partial: tm.Trace, own_flat: matching.Flat, own_nest: matching.Nest
     t = flat.ev["time"].astype(np.float64, copy=False)
     last_time = np.repeat(t[np.maximum(flat.offsets[1:] - 1, 0)], np.diff(flat.offsets))
     exit_time = np.where(nest.partner >= 0, t[np.maximum(nest.partner, 0)], last_time)
-    names = [r.name for r in partial.regions]
     return forward.ReplayContext(
         trace=partial, flat=flat, nest=nest, msgs=msgs, colls=colls, time=t, exit_time=exit_time,
-        region_is_test=np.array([n.startswith("MPI_Test") for n in names] + [False], bool),
-        region_coll_kind=np.array([patterns.COLL_KINDS.index(patterns.COLLECTIVE_KIND.get(n, "")) for n in names]
-                                  + [0], np.int64),
-        region_class=[patterns.region_class(n) for n in names])
+        **forward.region_tables(partial.regions))
 
 
 # --- call-path ids as the serial engine numbers them ----------------------------------------------

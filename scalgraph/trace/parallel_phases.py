@@ -138,7 +138,8 @@ def _join(parts: list[dict]) -> dict:
     return out
 
 
-def explain_waits(part: Partial, waits: np.ndarray, incoming: list[dict], ncp: int, cpmap: np.ndarray):
+def explain_waits(part: Partial, waits: np.ndarray, incoming: list[dict], ncp: int, cpmap: np.ndarray,
+                  options: delay.DelayOptions = delay.DelayOptions()):
     """Causer side: Δ, s, the short-term costs and this process's entries of M (rows: own waits v
     inside the causer's interval, columns: the explained waits w), vectorised as in delay.py."""
     ctx, p = part.ctx, part.nranks
@@ -184,16 +185,19 @@ def explain_waits(part: Partial, waits: np.ndarray, incoming: list[dict], ncp: i
     m_rows = wait_ids(part, waits[wv[rep]])
     m_cols = inc["id"][wi]
     m_vals = s[wi] * wa[rep]
-    omega = inc["omega"]
-    key = (inc["pattern"][ids] * ncp + cps) * p + inc["d_rank"][ids]
-    short = waitops.segment_sum(key, omega[ids] * s[ids] * dlt, NPAT * ncp * p).reshape(NPAT, ncp, p)
-    state = {"inc": inc, "s": s, "ids": ids, "cps": cps, "dlt": dlt, "sum_delta": sum_delta, "w_d": w_d}
+    clip = delay.CLIPPED_PATTERNS[inc["pattern"]] & (options.scale == "scalasca")
+    dist = waitops.clipped_wait(inc["omega"], sum_delta, w_d, clip)
+    short = waitops.segment_sum((inc["pattern"][ids] * ncp + cps) * p + inc["d_rank"][ids], dist[ids] * s[ids] * dlt,
+                                NPAT * ncp * p).reshape(NPAT, ncp, p)
+    state = {"inc": inc, "s": s, "ids": ids, "cps": cps, "dlt": dlt, "sum_delta": sum_delta, "w_d": w_d,
+             "dist": dist}
     return short, (m_rows, m_cols, m_vals), state
 
 
-def solve_gamma(gathered: list[tuple]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Process 0: Γ for every wait from all processes' (ids, ω, end) and M entries, with the serial
-    solver.  Returns (sorted ids, ω, Γ) in id order."""
+def solve_gamma(gathered: list[tuple], options: delay.DelayOptions = delay.DelayOptions()):
+    """Process 0: Γ per delay family for every wait from all processes' (ids, ω, end) and M entries
+    and the causers' (ids, distributed waiting, pattern), with the serial solver.  Returns (sorted ids,
+    ω, Γ [n, families], pattern of each family column) in id order."""
     ids = np.concatenate([g[0] for g in gathered])
     omega = np.concatenate([g[1] for g in gathered])
     end = np.concatenate([g[2] for g in gathered])
@@ -202,18 +206,24 @@ def solve_gamma(gathered: list[tuple]) -> tuple[np.ndarray, np.ndarray, np.ndarr
     rows = np.searchsorted(ids, np.concatenate([g[3] for g in gathered]))
     cols = np.searchsorted(ids, np.concatenate([g[4] for g in gathered]))
     vals = np.concatenate([g[5] for g in gathered])
-    gamma = delay._solve_gamma(rows, cols, vals, omega, end)
-    return ids, omega, gamma
+    where = np.searchsorted(ids, np.concatenate([g[6] for g in gathered]))
+    dist, pattern = np.zeros(len(ids)), np.zeros(len(ids), np.int64)
+    dist[where] = np.concatenate([g[7] for g in gathered])
+    pattern[where] = np.concatenate([g[8] for g in gathered])
+    fams, col = delay.family_columns(pattern, options)
+    gamma = delay.solve_family_gamma(rows, cols, vals, dist, col, len(fams), end)
+    return ids, omega, gamma, fams
 
 
-def finish_delay(state: dict, gamma_w: np.ndarray, ncp: int, p: int):
-    """Causer side, once Γ of the explained waits is back: long-term costs and the per-wait sums."""
-    inc, s, ids, cps, dlt = state["inc"], state["s"], state["ids"], state["cps"], state["dlt"]
-    omega = inc["omega"]
-    key = (inc["pattern"][ids] * ncp + cps) * p + inc["d_rank"][ids]
-    long_ = waitops.segment_sum(key, gamma_w[ids] * s[ids] * dlt, NPAT * ncp * p).reshape(NPAT, ncp, p)
-    sums = np.array([float(((omega + gamma_w) * (s == 0)).sum()), float((omega * s * state["sum_delta"]).sum()),
-                     float((omega * s * state["w_d"]).sum())])
+def finish_delay(state: dict, gamma_fam: np.ndarray, fams: np.ndarray, ncp: int, p: int):
+    """Causer side, once Γ (per family) of the explained waits is back: long-term costs and the
+    per-wait sums (unexplained, direct, indirect), as delay.delay_analysis computes them."""
+    inc, s, ids, cps, dlt, dist = state["inc"], state["s"], state["ids"], state["cps"], state["dlt"], state["dist"]
+    gamma_fam = gamma_fam.reshape(len(inc["id"]), len(fams))
+    _, long_ = delay.file_costs(inc["pattern"], inc["d_rank"], ids, cps, dist, gamma_fam, fams, s, dlt, ncp, p, NPAT)
+    gamma_w = gamma_fam.sum(axis=1)
+    sums = np.array([float((inc["omega"] - dist * (s > 0)).sum() + (gamma_w * (s == 0)).sum()),
+                     float((dist * s * state["sum_delta"]).sum()), float((dist * s * state["w_d"]).sum())])
     return long_, sums
 
 

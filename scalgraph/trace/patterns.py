@@ -15,7 +15,7 @@ from typing import Callable
 
 import numpy as np
 
-from scalgraph.trace import waitops
+from scalgraph.trace import mpi_names, waitops
 
 WAIT_DTYPE = np.dtype([
     ("pattern", "<i2"),
@@ -383,7 +383,8 @@ def children(key: str) -> list[str]:
 
 # MPI call classes of the grouping nodes, by region name (Scalasca classifies by name too)
 def region_class(name: str) -> str:
-    if not name.upper().startswith("MPI_"):
+    name = mpi_names.mpi_function(name)
+    if name is None:                     # only real MPI routines are MPI (mpi_names.py)
         return "user"
     rma_class = rma.call_class(name)
     if rma_class is not None:

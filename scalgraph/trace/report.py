@@ -18,7 +18,7 @@ import json
 
 import numpy as np
 
-from scalgraph.trace import patterns
+from scalgraph.trace import mpi_names, patterns
 from scalgraph.trace.critical_path import CriticalPath
 from scalgraph.trace import verdict as verdicts
 from scalgraph.trace.delay import DelayResult, mpi_callpaths
@@ -35,7 +35,7 @@ def _where(fwd: ForwardResult) -> list[dict]:
     for par, reg in zip(nest.cp_parent.tolist(), nest.cp_region.tolist()):
         r = regions[reg] if 0 <= reg < len(regions) else None
         outer = out[par] if par >= 0 else {"file": "", "line": 0, "vertex": -1, "region": ""}
-        if r is not None and r.line > 0 and not r.is_mpi:
+        if r is not None and r.line > 0 and not mpi_names.is_mpi_region(r):
             out.append({"file": r.file, "line": r.line, "vertex": r.vertex, "region": r.name})
         elif r is not None and r.line > 0 and outer["file"]:
             out.append({"file": outer["file"], "line": r.line, "vertex": r.vertex, "region": r.name})

@@ -11,7 +11,7 @@ import numpy as np
 
 from scalgraph.errors import UserError
 from scalgraph.model import trace as tm
-from scalgraph.trace import waitops
+from scalgraph.trace import mpi_names, waitops
 from scalgraph.trace.rma_epochs import CALL_NAMES, CREATE, FENCE, FREE, RmaTables, tables
 # re-exported: the pattern table classifies regions with call_class, traces name lock types with these
 from scalgraph.trace.rma_epochs import LOCK_EXCLUSIVE, LOCK_SHARED, call_class  # noqa: F401
@@ -354,7 +354,7 @@ def comm_lock_contention(ctx, found):
 def _mpi_activity(ctx):
     """Per rank, sorted ENTER times of its MPI calls and their exits."""
     regions = ctx.trace.regions
-    is_mpi = np.array([r.is_mpi for r in regions] + [False], bool)
+    is_mpi = np.array([mpi_names.is_mpi_region(r) for r in regions] + [False], bool)
     ev = ctx.ev
     enter = np.flatnonzero((ev["kind"] == tm.ENTER) & is_mpi[ev["region"]])
     return enter, ctx.time[enter], ctx.exit_time[enter], ctx.flat.rank[enter]

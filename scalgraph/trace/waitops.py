@@ -55,6 +55,13 @@ def difference_profile(p_causer: np.ndarray, p_waiter: np.ndarray) -> np.ndarray
     return np.maximum(p_causer - p_waiter, 0.0)
 
 
+def clipped_wait(omega, sum_delta, wait_in_interval, clip):
+    """The waiting time a wait state distributes over its causes: ω, or where `clip` is set
+    Scalasca's min(ω, ΣΔ + W) -- scout scales a point-to-point wait's short-term costs by
+    min(ω / (ΣΔ + W), 1), so a delay never costs more than its own length (reference note §4.3)."""
+    return np.where(clip, np.minimum(omega, np.asarray(sum_delta, float) + wait_in_interval), omega)
+
+
 def delay_scale(sum_delta, wait_in_interval):
     """Seed 000 (Algorithm 1, line 22): s = 1 / (ΣΔ + W), unclipped, so that every wait is divided
     completely over its causes.  Where ΣΔ + W = 0 nothing explains the wait: s = 0 and the caller
@@ -70,7 +77,10 @@ def imbalance_indicator(cp_time: np.ndarray, time_per_rank: np.ndarray) -> np.nd
 
 def segment_sum(keys: np.ndarray, values: np.ndarray, size: int) -> np.ndarray:
     """Dense sum of `values` per integer key in [0, size)."""
-    return np.bincount(keys, weights=values, minlength=size)[:size] if size else np.zeros(0)
+    if not size:
+        return np.zeros(0)
+    # float even when empty (bincount of no weights is an integer array)
+    return np.bincount(keys, weights=values, minlength=size)[:size].astype(float, copy=False)
 
 
 def overlap(a0, a1, b0, b1):
