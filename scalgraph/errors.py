@@ -1,9 +1,30 @@
-"""The one exception type that the command line turns into a single clear line and a non-zero exit."""
+"""The one exception type that the command line turns into a single clear line and a non-zero exit,
+and the escaping that keeps text taken from inputs from steering the user's terminal."""
+from __future__ import annotations
+
+import re
+
+# C0 and C1 control characters and DEL (ESC sequences set titles and clear screens); \t and \n are
+# allowed through only where a report lays out its own lines (keep_layout=True)
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+_CONTROL_BUT_LAYOUT = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def _escape(m: re.Match) -> str:
+    c = m.group(0)
+    return {"\n": "\\n", "\t": "\\t", "\r": "\\r"}.get(c, f"\\x{ord(c):02x}")
+
+
+def printable(text: str, keep_layout: bool = False) -> str:
+    """`text` with control characters shown as escapes (\\x1b, \\n, ...); keep_layout keeps \\n and \\t,
+    for whole reports whose own lines are laid out with them."""
+    return (_CONTROL_BUT_LAYOUT if keep_layout else _CONTROL).sub(_escape, str(text))
 
 
 class UserError(Exception):
-    """Bad input or environment: the message says what is wrong and what to do. Never shown with a traceback."""
+    """Bad input or environment: the message says what is wrong and what to do. Never shown with a traceback.
+    The message is always one line: control characters from file names or file contents are escaped."""
 
     def __init__(self, message: str, exit_code: int = 2):
-        super().__init__(message)
+        super().__init__(printable(message))
         self.exit_code = exit_code

@@ -6,7 +6,7 @@ import sys
 
 from scalgraph.analysis.abnormal import DEFAULT_ABNORM_THD
 from scalgraph.analysis.detect import DEFAULT_MIN_SHARE, analyse
-from scalgraph.errors import UserError
+from scalgraph.errors import UserError, printable
 from scalgraph.io.experiment import read_experiment
 from scalgraph.io.report import write_json, write_text
 
@@ -37,6 +37,9 @@ def add_arguments(p) -> None:
 
 
 def run(args) -> int:
+    from scalgraph.io.safe_read import finite
+    finite(args.abnorm_thd, "--abnorm-thd")
+    finite(args.min_share, "--min-share")
     if args.abnorm_thd <= 1.0:
         raise UserError(f"--abnorm-thd must be above 1 (got {args.abnorm_thd}); the paper uses 1.3")
     if not 0.0 < args.min_share < 1.0:
@@ -55,9 +58,14 @@ def run(args) -> int:
         roots = [pathlib.Path(d) for d in args.source_dir] or [pathlib.Path.cwd(), exp.path.parent]
         write_text(result, sys.stdout, str(args.experiment), roots)
     if len(result["scales"]) < 2:
-        print(f"scalgraph detect: {args.experiment} has one scale only (p={result['scales'][0]}): abnormal ranks are "
-              "shown, but finding non-scalable code needs runs at 2 or more scales (scalgraph run -n 2,4,8)",
-              file=sys.stderr)
+        failed = sorted({r.get("scale") for r in exp.meta.get("runs", [])
+                         if isinstance(r, dict) and r.get("status") != "ok" and r.get("scale") not in result["scales"]},
+                        key=str)
+        why = (f"the runs at p={','.join(map(str, failed))} did not succeed (see experiment.json; run the same "
+               "`scalgraph run` command again to retry them)" if failed else
+               "finding non-scalable code needs runs at 2 or more scales (scalgraph run -n 2,4,8)")
+        print(printable(f"scalgraph detect: {args.experiment} has a successful run at one scale only "
+                        f"(p={result['scales'][0]}): abnormal ranks are shown, but {why}"), file=sys.stderr)
         return EXIT_ONE_SCALE
     return 0
 

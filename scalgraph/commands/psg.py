@@ -7,7 +7,8 @@ import json
 import os
 import sys
 
-from scalgraph.errors import UserError
+from scalgraph.errors import UserError, printable
+from scalgraph.io.safe_write import write_output
 from scalgraph.model.psg import COMP, FUNCTION, KINDS, LOOP, MPI, PSG
 
 
@@ -26,14 +27,19 @@ def run(args) -> int:
     from scalgraph.static import read_psg_from_executable
     if args.max_loop_depth is not None and args.max_loop_depth < 0:
         raise UserError("--max-loop-depth must be 0 or more")
+    if args.json and args.dot and args.json == args.dot and args.json != "-":
+        raise UserError(f"--json and --dot both name {args.json}; give two files")
+    for out in (args.json, args.dot):
+        if out and out != "-" and os.path.realpath(out) == os.path.realpath(args.app):
+            raise UserError(f"{out} is the input {args.app}: writing there would destroy it; give another file")
     psg = read_psg_from_executable(args.app)
     if args.json:
         _write(args.json, json.dumps(psg.to_dict(), indent=1, sort_keys=True) + "\n")
     if args.dot:
         _write(args.dot, to_dot(psg))
     if not args.json and not args.dot:
-        sys.stdout.write(render_tree(psg, args.max_loop_depth))
-        sys.stdout.write(render_counts(psg))
+        sys.stdout.write(printable(render_tree(psg, args.max_loop_depth), keep_layout=True))
+        sys.stdout.write(printable(render_counts(psg), keep_layout=True))
     return 0
 
 
@@ -41,11 +47,7 @@ def _write(target: str, text: str) -> None:
     if target == "-":
         sys.stdout.write(text)
         return
-    try:
-        with open(target, "w") as fh:
-            fh.write(text)
-    except OSError as e:
-        raise UserError(f"cannot write {target}: {e.strerror}") from None
+    write_output(target, text)          # complete or not at all: FILE is never left truncated
 
 
 def _short(path: str) -> str:
@@ -151,4 +153,5 @@ def to_dot(psg: PSG) -> str:
 
 
 def _dot_escape(s: str) -> str:
-    return s.replace('"', '\\"')
+    """Quoted dot string: backslashes and quotes escaped, control characters shown, not kept."""
+    return printable(s.replace("\\", "\\\\").replace('"', '\\"')).replace("\\\\n", "\\n")

@@ -21,6 +21,8 @@ import time
 
 from scalgraph.errors import UserError
 from scalgraph.io import experiment_write as ew
+from scalgraph.io.safe_read import contained, read_regular
+from scalgraph.io.safe_write import write_atomic
 
 OUTPUT_FILES = ("stdout.txt", "stderr.txt")
 LOCK = ".scalgraph-run.lock"        # pid of the scalgraph run writing the experiment
@@ -61,22 +63,38 @@ def add_arguments(p) -> None:
     out.add_argument("--force", action="store_true", help="discard an existing experiment in EXP and start again")
 
 
+MAX_SCALE = 1 << 20        # process counts beyond this are typing mistakes
+MAX_REPEAT = 1000
+
+
 def parse_scales(text: str) -> list[int]:
-    try:
-        scales = [int(s) for s in text.replace(" ", "").split(",") if s]
-    except ValueError:
-        raise UserError(f"-n {text!r}: give process counts as whole numbers separated by commas, e.g. -n 2,4,8") from None
-    if not scales or min(scales) < 1:
-        raise UserError(f"-n {text!r}: give at least one process count of 1 or more, e.g. -n 2,4,8")
-    return sorted(set(scales))
+    words = [s for s in text.replace(" ", "").split(",") if s]
+    if not all(w.isascii() and w.isdigit() for w in words):
+        raise UserError(f"-n {text!r}: give process counts as whole numbers separated by commas, e.g. -n 2,4,8")
+    scales = [int(w) for w in words]
+    if not scales or min(scales) < 1 or max(scales) > MAX_SCALE:
+        raise UserError(f"-n {text!r}: give at least one process count of 1 or more (up to {MAX_SCALE}), e.g. -n 2,4,8")
+    twice = sorted({p for p in scales if scales.count(p) > 1})
+    if twice:
+        raise UserError(f"-n {text!r}: p={twice[0]} is given twice; list each process count once "
+                        "(more runs per scale: --repeat K)")
+    return sorted(scales)
+
+
+def check_options(args) -> None:
+    """Numbers are finite and in range before anything runs (NaN passes every range check)."""
+    from scalgraph.io.safe_read import finite
+    if not 1 <= args.repeat <= MAX_REPEAT:
+        raise UserError(f"--repeat must be from 1 to {MAX_REPEAT} (got {args.repeat})")
+    if args.hz is not None and not 0 <= finite(args.hz, "--hz") <= 10000:
+        raise UserError(f"--hz must be 0 (no sampling) or up to 10000 (got {args.hz:g})")
+    if finite(args.timeout, "--timeout") < 0:
+        raise UserError(f"--timeout must be 0 (no limit) or a number of seconds (got {args.timeout:g})")
 
 
 def run(args) -> int:
     scales = parse_scales(args.scales)
-    if args.repeat < 1:
-        raise UserError(f"--repeat must be at least 1 (got {args.repeat})")
-    if args.hz is not None and not 0 <= args.hz <= 10000:
-        raise UserError(f"--hz must be 0 (no sampling) or up to 10000 (got {args.hz:g})")
+    check_options(args)
     command = list(args.program[1:] if args.program[:1] == ["--"] else args.program)
     if not command:
         raise UserError("no program given; usage: scalgraph run -n 2,4,8 -- ./app args")
@@ -99,7 +117,7 @@ def run(args) -> int:
     check_not_in_use(exp)
     desc = open_experiment(exp, command, scales, args.repeat, psg, launcher, args)
     lock = exp / LOCK
-    lock.write_text(str(os.getpid()))
+    write_atomic(lock, str(os.getpid()))
     previous = signal.signal(signal.SIGTERM, _terminate)   # `kill` must stop the ranks too, as Ctrl-C does
     try:
         return run_all(exp, desc, command, launcher, args, scales)
@@ -115,8 +133,8 @@ def _terminate(signum, frame):
 def check_not_in_use(exp: pathlib.Path) -> None:
     """Two `scalgraph run` writing one experiment would overwrite each other's runs."""
     try:
-        pid = int((exp / LOCK).read_text().strip())
-    except (OSError, ValueError):
+        pid = int(read_regular(exp / LOCK, "lock file", 64).strip())
+    except (UserError, ValueError):
         return
     if pid != os.getpid() and _alive(pid):
         raise UserError(f"{exp} is being written by another scalgraph run (pid {pid}); wait for it to finish, "
@@ -161,9 +179,15 @@ def open_experiment(exp: pathlib.Path, command, scales, repeat, psg, launcher, a
         raise UserError(f"{exp} is a file; choose another -o directory")
     is_experiment = (exp / "experiment.json").exists()
     if exp.exists() and args.force:
+        if exp.is_symlink():
+            raise UserError(f"{exp} is a symbolic link; --force does not delete through links: give the directory "
+                            f"it points to ({exp.resolve()}) or another -o")
         if not is_experiment and any(exp.iterdir()):
             raise UserError(f"{exp} is not a scalgraph experiment and not empty; refusing to delete it even with --force")
-        shutil.rmtree(exp)
+        try:
+            shutil.rmtree(exp)
+        except OSError as e:
+            raise UserError(f"--force cannot delete {exp}: {e.strerror}; remove it yourself or choose another -o") from None
     elif is_experiment:
         desc = ew.load_for_resume(exp)
         if desc.get("command") != command:
@@ -181,7 +205,7 @@ def open_experiment(exp: pathlib.Path, command, scales, repeat, psg, launcher, a
         return desc
     elif exp.exists() and any(exp.iterdir()):
         raise UserError(f"{exp} exists and is not a scalgraph experiment; choose another -o directory")
-    exp.mkdir(parents=True, exist_ok=True)
+    make_directory(exp)
     extra = {"mpiexec": launcher.mpiexec, "mpiexec_args": launcher.extra_args, "mpi_flavour": launcher.flavour,
              "host": socket.gethostname(), "cores": os.cpu_count(), "hz": args.hz}
     library = ", ".join(x for x in (launcher.version, launcher.library) if x) or launcher.mpiexec
@@ -189,6 +213,19 @@ def open_experiment(exp: pathlib.Path, command, scales, repeat, psg, launcher, a
     ew.write_psg(exp, psg)
     ew.save(exp, desc)
     return desc
+
+
+def make_directory(exp: pathlib.Path) -> None:
+    try:
+        exp.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        raise UserError(f"cannot create the experiment directory {exp}: a file is in the way; choose another -o") from None
+    except NotADirectoryError:
+        raise UserError(f"cannot create the experiment directory {exp}: part of its path is a file; choose another -o") from None
+    except OSError as e:
+        raise UserError(f"cannot create the experiment directory {exp}: {e.strerror}; choose another -o") from None
+    if not os.access(exp, os.W_OK | os.X_OK):
+        raise UserError(f"cannot write into the experiment directory {exp}: permission denied; choose another -o")
 
 
 def run_all(exp: pathlib.Path, desc: dict, command, launcher, args, scales: list[int]) -> int:
@@ -244,7 +281,7 @@ def progress(done: int, total: int, entry: dict, state: str) -> None:
 def run_one(exp: pathlib.Path, entry: dict, command, launcher, args) -> None:
     """Run one scale/repetition; fill in status, exit code, wall time (and error) in `entry`."""
     p = int(entry["scale"])
-    out_dir = (exp / entry["dir"]).resolve()
+    out_dir = contained(exp, entry["dir"], f"{exp}/experiment.json")
     clear_run_dir(out_dir)
     env = launcher.environment(p)
     env["SCALGRAPH_OUT"] = str(out_dir)
@@ -261,7 +298,7 @@ def run_one(exp: pathlib.Path, entry: dict, command, launcher, args) -> None:
     entry.update(status=ew.PENDING, exit_code=None, wall_time=0.0, started=_now(), command=argv)
     entry.pop("error", None)
     start = time.monotonic()
-    with open(out_dir / "stdout.txt", "wb") as out, open(out_dir / "stderr.txt", "wb") as err:
+    with _new_file(out_dir / "stdout.txt") as out, _new_file(out_dir / "stderr.txt") as err:
         proc = subprocess.Popen(launcher.command(p, argv), stdout=out, stderr=err, env=env,
                                 stdin=subprocess.DEVNULL, start_new_session=True)
         try:
@@ -306,11 +343,23 @@ def convert_trace(out_dir: pathlib.Path, entry: dict) -> None:
 
 def clear_run_dir(out_dir: pathlib.Path) -> None:
     """Remove what an earlier, unfinished attempt of this run left (only files this tool writes)."""
-    out_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise UserError(f"cannot create the run directory {out_dir}: {e.strerror}") from None
     for f in (list(out_dir.glob("rank-*.sgp*")) + list(out_dir.glob("rank-*.sgt*")) +
               [out_dir / n for n in OUTPUT_FILES + ("trace.sgtrace", "trace-filter.ids")]):
-        if f.is_file():
+        if f.is_symlink() or f.is_file():       # a link is removed, never followed
             f.unlink()
+
+
+def _new_file(path: pathlib.Path):
+    """A file this run creates (cleared before): never through a link planted since."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    except OSError as e:
+        raise UserError(f"cannot create {path}: {e.strerror}") from None
+    return os.fdopen(fd, "wb")
 
 
 def stop(proc: subprocess.Popen) -> None:

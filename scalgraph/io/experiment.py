@@ -16,8 +16,6 @@ analysed against another build's graph.
 from __future__ import annotations
 
 import datetime
-import json
-import os
 import pathlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -26,8 +24,10 @@ from typing import Callable
 import numpy as np
 
 from scalgraph.errors import UserError
+from scalgraph.io.safe_read import contained, load_json_file, psg_checked
+from scalgraph.io.safe_write import write_json_atomic
 from scalgraph.model.profile import RunProfile
-from scalgraph.model.psg import PSG, psg_from_dict
+from scalgraph.model.psg import PSG
 
 FORMAT = "scalgraph-experiment"
 VERSION = 1
@@ -142,16 +142,9 @@ def _default_read_run(run_dir: pathlib.Path) -> RunProfile:
 
 
 def _load_json(path: pathlib.Path, what: str) -> dict:
-    try:
-        text = path.read_text()
-    except FileNotFoundError:
-        raise UserError(f"{path.parent} is not a scalgraph experiment (no {path.name}); {RERUN}") from None
-    except OSError as e:
-        raise UserError(f"cannot read {path}: {e.strerror}") from None
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as e:
-        raise UserError(f"{path} is not valid JSON (line {e.lineno}): the {what} is damaged; {RERUN}") from None
+    if not path.exists() and not path.is_symlink():
+        raise UserError(f"{path.parent} is not a scalgraph experiment (no {path.name}); {RERUN}")
+    data = load_json_file(path, what)
     if not isinstance(data, dict):
         raise UserError(f"{path} does not hold a {what}; {RERUN}")
     return data
@@ -166,15 +159,9 @@ def read_experiment(path, read_run: Callable[[pathlib.Path], RunProfile] | None 
     meta = _load_json(exp / "experiment.json", "experiment description")
     if meta.get("format") != FORMAT:
         raise UserError(f"{exp}/experiment.json is not a scalgraph experiment description (format tag missing)")
-    if meta.get("version") != VERSION:
-        raise UserError(f"{exp}/experiment.json has version {meta.get('version')}; this scalgraph reads {VERSION}")
+    check_version(meta, exp / "experiment.json")
     psg_data = _load_json(exp / "psg.json", "Program Structure Graph")
-    try:
-        psg = psg_from_dict(psg_data)
-    except UserError as e:
-        raise UserError(f"{exp}/psg.json: {e}") from None
-    except (TypeError, ValueError) as e:
-        raise UserError(f"{exp}/psg.json has malformed columns ({e}); {RERUN}") from None
+    psg = psg_checked(psg_data, exp / "psg.json")
     actual = psg.hash()
     for where, claimed in (("psg.json", psg_data.get("hash")), ("experiment.json", meta.get("psg_hash"))):
         if claimed and claimed != actual:
@@ -186,14 +173,12 @@ def read_experiment(path, read_run: Callable[[pathlib.Path], RunProfile] | None 
         raise UserError(f"{exp}/experiment.json has no list of runs; {RERUN}")
     for run in runs:
         try:
-            scale, status, rel = int(run["scale"]), run["status"], str(run["dir"])
+            scale, status = _whole(run["scale"]), run["status"]
         except (KeyError, TypeError, ValueError):
             raise UserError(f"{exp}/experiment.json has a malformed run entry {run!r}; {RERUN}") from None
         if status != "ok":
             continue
-        d = (exp / rel).resolve()
-        if not d.is_relative_to(exp.resolve()):
-            raise UserError(f"{exp}/experiment.json points outside the experiment ({rel}); refusing to read it")
+        d = contained(exp, run["dir"], f"{exp}/experiment.json")
         run_dirs.setdefault(scale, []).append(d)
     if not run_dirs:
         states = ", ".join(sorted({str(r.get("status")) for r in runs if isinstance(r, dict)})) or "none recorded"
@@ -201,11 +186,18 @@ def read_experiment(path, read_run: Callable[[pathlib.Path], RunProfile] | None 
     return Experiment(exp.resolve(), meta, psg, run_dirs, read_run or _default_read_run)
 
 
-def write_json_atomic(path: pathlib.Path, data: dict) -> None:
-    """Write then rename, so a reader never sees half a file."""
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(data, indent=1))
-    os.replace(tmp, path)
+def check_version(meta: dict, path) -> None:
+    version = meta.get("version")
+    if type(version) is not int or version != VERSION:
+        raise UserError(f"{path} has version {version!r} (a {type(version).__name__}); this scalgraph reads "
+                        f"version {VERSION} (the whole number): {RERUN} with this scalgraph")
+
+
+def _whole(x) -> int:
+    """A count from a JSON file: a whole number, never a bool, float or string."""
+    if type(x) is not int or x < 1 or x > 1 << 24:
+        raise ValueError(x)
+    return x
 
 
 def write_experiment(path, psg: PSG, command: list[str], runs: list[dict], repeat: int = 1,

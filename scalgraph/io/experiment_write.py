@@ -7,11 +7,12 @@ experiment for resuming.
 from __future__ import annotations
 
 import datetime
-import json
 import pathlib
 
 from scalgraph.errors import UserError
-from scalgraph.io.experiment import FORMAT, VERSION, write_json_atomic
+from scalgraph.io.experiment import FORMAT, VERSION
+from scalgraph.io.safe_read import contained, load_json_file
+from scalgraph.io.safe_write import write_json_atomic
 from scalgraph.model.psg import PSG
 
 OK, FAILED, PENDING = "ok", "failed", "pending"
@@ -56,20 +57,31 @@ def write_psg(exp: pathlib.Path, psg: PSG) -> None:
 
 
 def load_for_resume(exp: pathlib.Path) -> dict:
-    """The description of an existing experiment, checked enough to continue it safely."""
+    """The description of an existing experiment, checked enough to continue it safely: every run
+    entry's scale and repetition are whole numbers and its directory is the one this tool names
+    (a forged "dir" must never make a resume delete or write files elsewhere)."""
     path = exp / "experiment.json"
-    try:
-        desc = json.loads(path.read_text())
-    except FileNotFoundError:
+    if not path.exists() and not path.is_symlink():
         raise UserError(f"{exp} exists but is not a scalgraph experiment (no experiment.json); "
-                        "choose another -o directory, or pass --force to replace it") from None
-    except (OSError, json.JSONDecodeError) as e:
-        raise UserError(f"{path} cannot be read ({e}); pass --force to start the experiment again") from None
+                        "choose another -o directory, or pass --force to replace it")
+    try:
+        desc = load_json_file(path, "experiment description")
+    except UserError as e:
+        raise UserError(f"{e}; pass --force to start the experiment again") from None
     if not isinstance(desc, dict) or desc.get("format") != FORMAT or not isinstance(desc.get("runs"), list):
         raise UserError(f"{path} is not a scalgraph experiment description; pass --force to start again")
-    if desc.get("version") != VERSION:
-        raise UserError(f"{path} has version {desc.get('version')}, this scalgraph writes {VERSION}; pass --force to start again")
+    if type(desc.get("version")) is not int or desc.get("version") != VERSION:
+        raise UserError(f"{path} has version {desc.get('version')!r}, this scalgraph writes {VERSION}; "
+                        "pass --force to start again")
     for r in desc["runs"]:
         if not isinstance(r, dict) or not {"scale", "rep", "status", "dir"} <= r.keys():
-            raise UserError(f"{path} has a malformed run entry {r!r}; pass --force to start again")
+            raise UserError(f"{path} has a malformed run entry {str(r)[:80]}; pass --force to start again")
+        scale, rep = r["scale"], r["rep"]
+        if type(scale) is not int or type(rep) is not int or not 1 <= scale <= 1 << 24 or not 0 <= rep < 1 << 20:
+            raise UserError(f"{path} has a run entry with scale {scale!r} and repetition {rep!r} (whole numbers "
+                            "expected); pass --force to start again")
+        if r["dir"] != run_dir_name(scale, rep):
+            raise UserError(f"{path}: the run p={scale} rep {rep} names the directory {str(r['dir'])[:80]!r}, not "
+                            f"{run_dir_name(scale, rep)!r}; refusing to write there (pass --force to start again)")
+        contained(exp, r["dir"], str(path))
     return desc

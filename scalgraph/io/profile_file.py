@@ -3,13 +3,16 @@ RunProfile.  Files are checked (magic, version, size, CRC-32 checksum) before an
 a damaged file is a UserError naming it, never a traceback."""
 from __future__ import annotations
 
+import os
 import pathlib
 import re
+import stat
 import zlib
 
 import numpy as np
 
 from scalgraph.errors import UserError
+from scalgraph.io.safe_read import read_regular
 from scalgraph.model.profile import DEP_DTYPE, RunProfile
 
 MAGIC = b"SGPROF\0\0"
@@ -41,10 +44,7 @@ _RANK_FILE = re.compile(r"rank-(\d+)\.sgp$")
 def read_rank_file(path) -> dict:
     """One rank file -> dict of the header fields and numpy arrays; UserError if it is damaged."""
     path = pathlib.Path(path)
-    try:
-        data = path.read_bytes()
-    except OSError as e:
-        raise UserError(f"cannot read profile {path}: {e.strerror}") from None
+    data = read_regular(path, "profile file")
     if data[:8] != MAGIC:
         raise UserError(f"{path} is not a scalgraph profile (wrong magic); remove it and rerun the program")
     version = int.from_bytes(data[8:12], "little") if len(data) >= 12 else VERSION
@@ -88,9 +88,34 @@ def read_rank_file(path) -> dict:
     rec["deps"] = take(DEP_DTYPE, nd)
     rec["comms"] = take(COMM_DTYPE, ncm)
     rec["members"] = take("<i4", nm)
+    if not 1 <= rec["nranks"] <= MAX_RANKS or rec["nranks"] * nv > MAX_CELLS:
+        raise UserError(f"{path} claims {rec['nranks']} ranks of {nv} vertices, more than any run has; "
+                        "the file is damaged or forged: rerun the program")
+    _check_deps(rec["deps"], rec["nranks"], nv, path)
+    for name in ("hz", "comm_sample", "start_time", "end_time"):
+        if not np.isfinite(rec[name]) or abs(rec[name]) > 1e15:
+            raise UserError(f"{path} has {name} = {rec[name]!r}; the file is damaged: rerun the program")
     rec["sampler_name"] = SAMPLERS[rec["sampler"]] if rec["sampler"] < len(SAMPLERS) else "unknown"
     rec["path"] = str(path)
     return rec
+
+
+MAX_RANKS = 1 << 22
+MAX_CELLS = 1 << 31           # ranks x vertices: the [ranks x vertices] arrays must fit in memory
+
+
+def _check_deps(deps: np.ndarray, nranks: int, nv: int, path) -> None:
+    """Dependence rows name ranks and vertices that exist, and count nothing negative."""
+    if len(deps) == 0:
+        return
+    bad = ((deps["rank"] < 0) | (deps["rank"] >= nranks) | (deps["vertex"] < 0) | (deps["vertex"] >= nv)
+           | (deps["peer"] >= nranks) | (deps["count"] < 0) | (deps["bytes"] < 0)
+           | ~np.isfinite(deps["wait"]) | (deps["wait"] < 0))
+    if bad.any():
+        i = int(np.argmax(bad))
+        raise UserError(f"{path}: communication record {i} names rank {int(deps['rank'][i])}, vertex "
+                        f"{int(deps['vertex'][i])}, peer {int(deps['peer'][i])} outside the run; the file is damaged: "
+                        "rerun the program")
 
 
 def write_rank_file(path, nvertices: int, arrays: dict, *, deps=None, comms=None, members=None,
@@ -133,7 +158,7 @@ def read_run(directory) -> RunProfile:
     files = sorted((int(m.group(1)), p) for p in directory.iterdir() if (m := _RANK_FILE.search(p.name)))
     if not files:
         raise UserError(f"{directory} has no rank-<r>.sgp files: was the program linked with the scalgraph "
-                        "shim and run with SCALGRAPH_OUT={directory}?")
+                        f"shim and run with SCALGRAPH_OUT={directory}?")
     recs = [read_rank_file(p) for _, p in files]
     first = recs[0]
     nranks, nv, psg_hash = first["nranks"], first["nvertices"], first["psg_hash"]
@@ -238,10 +263,17 @@ def fallback_note(run_dirs) -> str | None:
 def _peek_header(path: pathlib.Path):
     """The header of a rank file of this version, or None."""
     try:
-        with open(path, "rb") as f:
-            data = f.read(HEADER_DTYPE.itemsize)
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)   # a FIFO must not block us
     except OSError:
         return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        data = os.read(fd, HEADER_DTYPE.itemsize)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
     if len(data) < HEADER_DTYPE.itemsize or data[:8] != MAGIC:
         return None
     h = np.frombuffer(data, HEADER_DTYPE, count=1)[0]

@@ -3,64 +3,52 @@
 from __future__ import annotations
 
 import io
-import json
 import os
 
 from scalgraph.errors import UserError
-from scalgraph.model.psg import PSG, psg_from_dict
+from scalgraph.io.safe_read import MAX_JSON_BYTES, parse_json, psg_checked, read_regular
+from scalgraph.model.psg import PSG
 
 PART_SECTION = ".scalgraph.psg"
 FULL_SECTION = ".scalgraph.psgfull"
 
 
-def read_parts_from_files(paths: list[str]) -> list[dict]:
+MAX_EXECUTABLE_BYTES = 8 << 30
+
+
+def read_parts_from_files(paths: list[str], _in_thin: bool = False) -> list[dict]:
     parts: list[dict] = []
     for path in paths:
-        try:
-            with open(path, "rb") as fh:
-                data = fh.read()
-        except OSError as e:
-            raise UserError(f"cannot read {path}: {e.strerror}") from None
+        data = read_regular(path, "object file or library", MAX_EXECUTABLE_BYTES)
         if data.startswith(b"!<arch>\n"):
             for member, blob in _archive_members(data, path):
                 parts.extend(_parts_in_elf(blob, f"{path}({member})"))
-        elif data.startswith(b"!<thin>\n"):             # thin archive: members stay in their files
+        elif data.startswith(b"!<thin>\n") and not _in_thin:   # members stay in their files (never archives)
             base = os.path.dirname(path)
             for member, _ in _archive_members(data, path, thin=True):
-                parts.extend(read_parts_from_files([os.path.join(base, member)]))
+                parts.extend(read_parts_from_files([os.path.join(base, member)], _in_thin=True))
         elif data.startswith(b"\x7fELF"):
             parts.extend(_parts_in_elf(data, path))
     return parts
 
 
 def read_psg_from_executable(path: str) -> PSG:
-    if not os.path.exists(path):
+    if not os.path.lexists(path):
         raise UserError(f"{path} does not exist; give the executable built with sgcc/sgcxx/sgfort")
-    blob = None
-    try:
-        with open(path, "rb") as fh:
-            data = fh.read()
-    except OSError as e:
-        raise UserError(f"cannot read {path}: {e.strerror}") from None
-    if data.startswith(b"\x7fELF"):
-        blob = _section(data, FULL_SECTION, path)
+    data = read_regular(path, "executable", MAX_EXECUTABLE_BYTES)
+    blob = _section(data, FULL_SECTION, path) if data.startswith(b"\x7fELF") else None
     if blob is not None:
         text = blob.split(b"\0", 1)[0]
         where = f"{path} (section {FULL_SECTION})"
-    elif os.path.exists(path + ".psg.json"):
-        with open(path + ".psg.json", "rb") as fh:
-            text = fh.read()
+    elif os.path.lexists(path + ".psg.json"):
         where = path + ".psg.json"
+        text = read_regular(where, "PSG file", MAX_JSON_BYTES)
     elif path.endswith(".json"):
         text, where = data, path
     else:
         raise UserError(f"{path} carries no PSG (no {FULL_SECTION} section and no {path}.psg.json); "
                         "build it with sgcc/sgcxx/sgfort")
-    try:
-        d = json.loads(text)
-    except (ValueError, UnicodeDecodeError):
-        raise UserError(f"the PSG in {where} is not valid JSON; rebuild the program with sgcc") from None
-    return psg_from_dict(d)
+    return psg_checked(parse_json(text, where, "Program Structure Graph"), where)
 
 
 def _parts_in_elf(data: bytes, where: str) -> list[dict]:
@@ -73,8 +61,8 @@ def _parts_in_elf(data: bytes, where: str) -> list[dict]:
         if not chunk:
             continue
         try:
-            out.append(json.loads(chunk))
-        except ValueError:
+            out.append(parse_json(chunk, where, "PSG part"))
+        except UserError:
             raise UserError(f"{where}: the PSG part in section {PART_SECTION} is damaged; "
                             "recompile this file with sgcc") from None
     return out
@@ -89,6 +77,8 @@ def _section(data: bytes, name: str, where: str) -> bytes | None:
         return None if sec is None else sec.data()
     except ELFError as e:
         raise UserError(f"{where}: not a readable ELF file ({e})") from None
+    except Exception as e:   # pyelftools meets a forged header with struct, index or value errors
+        raise UserError(f"{where}: damaged ELF file ({type(e).__name__}); rebuild it") from None
 
 
 def _archive_members(data: bytes, path: str, thin: bool = False):
@@ -101,6 +91,8 @@ def _archive_members(data: bytes, path: str, thin: bool = False):
         name = header[:16].decode("ascii", "replace").strip()
         try:
             size = int(header[48:58].decode("ascii").strip())
+            if size < 0:
+                raise ValueError(size)
         except ValueError:
             raise UserError(f"{path}: damaged archive member header; rebuild the library") from None
         stored = size if not thin or name in ("//", "/", "/SYM64/") else 0
@@ -116,6 +108,6 @@ def _archive_members(data: bytes, path: str, thin: bool = False):
             end = long_names.find(b"/\n", off)
             name = long_names[off:end if end >= 0 else None].decode("utf-8", "replace")
         elif name.startswith("#1/"):                # BSD: name stored before the data
-            n = int(name[3:])
+            n = int(name[3:]) if name[3:].isdigit() else 0
             name, body = body[:n].decode("utf-8", "replace").rstrip("\0"), body[n:]
         yield name.rstrip("/"), body
