@@ -145,7 +145,7 @@ def _export_trace(path: pathlib.Path, args, wanted: dict[str, str]) -> None:
             export_write.write_new(wanted["perfetto"], json.dumps(doc, allow_nan=False), args.force)
         if "cube" in wanted:
             from scalgraph.io import export_cube
-            data = export_cube.cube_from_replay(**_cube_inputs(fwd), source=str(path))
+            data = export_cube.cube_from_replay(**_cube_inputs(fwd, trace), source=str(path))
             export_write.write_new(wanted["cube"], export_cube.cubex_bytes(data), args.force)
 
 
@@ -184,3 +184,27 @@ def _perfetto_inputs(fwd) -> dict:
     return {"nranks": ctx.nranks, "region_names": [r.name for r in regions],
             "region_is_mpi": [r.is_mpi for r in regions], "slices": slices, "messages": msgs, "waits": waits,
             "pattern_names": [p.name for p in patterns.PATTERNS]}
+
+
+def _cube_inputs(fwd, trace) -> dict:
+    """The replay's severities, visits and delay costs per call path and rank, for export_cube."""
+    import numpy as np
+    from scalgraph.model.trace import ENTER
+    from scalgraph.trace import patterns
+    from scalgraph.trace.delay import delay_analysis
+    ctx = fwd.ctx
+    enter = np.flatnonzero(ctx.ev["kind"] == ENTER)
+    ncp, p = ctx.ncallpaths, ctx.nranks
+    visits = np.bincount(ctx.nest.callpath[enter] * p + ctx.flat.rank[enter], minlength=ncp * p).reshape(ncp, p)
+    dr = delay_analysis(fwd)
+    hosts = trace.meta.get("hosts")
+    if not isinstance(hosts, list) or len(hosts) != p:
+        hosts = ["localhost"] * p
+    return {"patterns": [{"key": q.key, "name": q.name, "parent": q.parent, "description": q.description,
+                          "unit": q.unit} for q in patterns.PATTERNS],
+            "cube": fwd.cube, "visits": visits.astype(float), "delay_short": dr.short_by_pattern,
+            "delay_long": dr.long_by_pattern, "cp_parent": ctx.nest.cp_parent.tolist(),
+            "cp_region": ctx.nest.cp_region.tolist(),
+            "regions": [{"name": r.name, "file": r.file, "begin": r.line or -1, "end": -1,
+                         "paradigm": "mpi" if r.is_mpi else "user", "role": "function"} for r in ctx.trace.regions],
+            "hosts": [str(h) for h in hosts]}
