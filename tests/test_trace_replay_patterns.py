@@ -135,14 +135,14 @@ def test_late_broadcast_on_a_subcommunicator():
     assert waits_of(res, "late_broadcast") == {3: (3.0, 1, 1), 0: (2.0, 1, 1)}
 
 
-def test_early_reduce_waits_for_the_first_sender_and_charges_the_last():
+def test_early_reduce_waits_for_the_latest_sender_as_scout():
     b = Builder(3)
     _coll_all(b, "MPI_Reduce", {0: 0, 1: 2, 2: 3}, {0: 4, 1: 3.5, 2: 3.5}, root=0,
               recvd={0: 8, 1: 0, 2: 0})
     res = replay(b)
-    # root waits until the first sender enters (2); the delay goes to the last to enter (rank 2,
-    # seed 000), the critical path continues on the first sender (rank 1)
-    assert waits_of(res, "early_reduce") == {0: (2.0, 2, 1)}
+    # Scalasca 2.6: the root waits until the latest sender enters (3); that sender (rank 2) is the
+    # causer of the delay (seed 000: the last to enter) and where the critical path continues
+    assert waits_of(res, "early_reduce") == {0: (3.0, 2, 2)}
 
 
 def test_early_scan():

@@ -1,8 +1,9 @@
 """Backward replay, part 2: the critical path and its indicators (seed 001; formulas in
 shared/notes/trace-analysis-reference.md §5).
 
-The path starts on the rank that entered MPI_Finalize last (without MPI_Finalize: the rank whose
-trace ends last) at its last event, and walks backwards.  Whenever the active rank has a wait state
+The path starts where the last rank enters MPI_Finalize (as Scalasca's scout: the path runs from the
+start to MPI_Finalize, which is not part of it; without MPI_Finalize: at the last event of the rank
+whose trace ends last), and walks backwards.  Whenever the active rank has a wait state
 (one with a causer, see patterns.SYNC_PATTERNS) it continues on the rank whose arrival ended that
 wait, at the time the wait ended.  Jumping at the end of the wait (not at the causer's send event,
 as Scalasca does) keeps the path on exactly one rank at a time, so its length is exactly
@@ -16,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from scalgraph.model import trace as tm
-from scalgraph.trace import waitops
+from scalgraph.trace import mpi_names, waitops
 from scalgraph.trace.delay import processing_profiles
 from scalgraph.trace.forward import ForwardResult
 from scalgraph.trace.hugepages import without_hugepage_advice
@@ -48,15 +49,41 @@ class CriticalPath:
         return self.imbalance_impact - self.inter_partition
 
 
-def _end_rank(fwd: ForwardResult) -> int:
+def finalize_regions(regions) -> list[int]:
+    return [i for i, r in enumerate(regions) if mpi_names.canonical_name(r.name) == "MPI_Finalize"]
+
+
+def finalize_callpaths(nest, regions) -> np.ndarray:
+    """[call path] True for MPI_Finalize and everything called inside it: time there is no
+    activity of the program (Scalasca excludes it from the critical-path indicators)."""
+    fin = np.zeros(len(regions) + 1, bool)
+    fin[finalize_regions(regions)] = True
+    mark = fin[np.where(nest.cp_region >= 0, nest.cp_region, len(regions))].copy()
+    parent = nest.cp_parent
+    for _ in range(len(mark)):                      # propagate down the call tree (depth steps)
+        new = mark | np.where(parent >= 0, mark[np.maximum(parent, 0)], False)
+        if np.array_equal(new, mark):
+            break
+        mark = new
+    return mark
+
+
+def _end_point(fwd: ForwardResult) -> tuple[int, float]:
+    """(rank, time) where the path ends: the latest MPI_Finalize ENTER, or the end of the trace."""
     ctx = fwd.ctx
-    names = [r.name for r in ctx.trace.regions]
-    fin = [i for i, n in enumerate(names) if n == "MPI_Finalize"]
+    fin = finalize_regions(ctx.trace.regions)
     ev = ctx.ev
     if fin:
         enters = np.flatnonzero((ev["kind"] == tm.ENTER) & np.isin(ev["region"], fin))
         if len(enters):
-            return int(ctx.flat.rank[enters[np.argmax(ctx.time[enters])]])
+            e = enters[np.argmax(ctx.time[enters])]
+            return int(ctx.flat.rank[e]), float(ctx.time[e])
+    r = _last_rank(fwd)
+    return r, float(ctx.time[ctx.flat.offsets[r + 1] - 1])
+
+
+def _last_rank(fwd: ForwardResult) -> int:
+    ctx = fwd.ctx
     # the rank whose trace ends last; on a tie (all leave main together) the one that was busy
     # longest, i.e. whose last event other than an EXIT is the latest
     off, kind = ctx.flat.offsets, ctx.ev["kind"]
@@ -83,8 +110,7 @@ def walk(fwd: ForwardResult):
         per_rank.append((end[sel], sel))
     off = ctx.flat.offsets
     first = np.array([ctx.time[off[r]] if off[r + 1] > off[r] else 0.0 for r in range(ctx.nranks)])
-    rank = _end_rank(fwd)
-    t = float(ctx.time[off[rank + 1] - 1])
+    rank, t = _end_point(fwd)
     seg_rank, seg_start, seg_end = [], [], []
     used = np.zeros(len(waits), bool)
     for _ in range(len(waits) + 1):
@@ -110,13 +136,20 @@ def critical_path(fwd: ForwardResult) -> CriticalPath:
     (ids, cps, vals), _ = processing_profiles(ctx, fwd.sync_waits, seg_rank, seg_start, seg_end)
     profile = waitops.segment_sum(cps * p + seg_rank[ids], vals, ncp * p).reshape(ncp, p)
 
-    sync = fwd.sync_waits
-    waiting = waitops.segment_sum(ctx.nest.callpath[sync["op"]] * p + sync["rank"], sync["wait"],
-                                  ncp * p).reshape(ncp, p)
-    t_l = np.maximum(fwd.excl_time - waiting, 0.0)
+    t_l = activity_time(ctx, fwd.excl_time, fwd.sync_waits)
     return CriticalPath(seg_rank=seg_rank, seg_start=seg_start, seg_end=seg_end, profile=profile,
                         time=t_l, imbalance=waitops.imbalance_indicator(profile.sum(axis=1), t_l),
                         **performance_impact(profile, t_l))
+
+
+def activity_time(ctx, excl_time: np.ndarray, sync: np.ndarray) -> np.ndarray:
+    """[call path, rank] t_l: exclusive time minus waiting, MPI_Finalize excluded (Scalasca)."""
+    ncp, p = excl_time.shape
+    waiting = waitops.segment_sum(ctx.nest.callpath[sync["op"]] * p + sync["rank"], sync["wait"],
+                                  ncp * p).reshape(ncp, p)
+    t_l = np.maximum(excl_time - waiting, 0.0)
+    t_l[finalize_callpaths(ctx.nest, ctx.trace.regions)] = 0.0
+    return t_l
 
 
 def performance_impact(cp_l: np.ndarray, t_l: np.ndarray) -> dict:
@@ -136,7 +169,9 @@ def performance_impact(cp_l: np.ndarray, t_l: np.ndarray) -> dict:
     l_l = np.where(x_l, np.maximum(t_l, cp[:, None]), 0.0).sum(axis=0)
     h = np.where(~x_l, cp[:, None], 0.0)
     h_sum = h.sum(axis=0)
-    h_l = np.divide(total - l_l, h_sum, out=np.zeros_like(h_sum), where=h_sum > 0)
-    hr = (h * h_l[None, :]).sum(axis=1)
+    # a location busier than the path is long (L_l > T) lost nothing to missing call paths: never
+    # negative, and never more than the call path's whole imbalance impact
+    h_l = np.divide(np.maximum(total - l_l, 0.0), h_sum, out=np.zeros_like(h_sum), where=h_sum > 0)
+    hr = np.minimum((h * h_l[None, :]).sum(axis=1), g)
     return dict(activity=activity, non_critical=non_critical, imbalance_impact=g[:, None] * frac,
                 inter_partition=hr[:, None] * frac)

@@ -209,9 +209,9 @@ def _critical_path(comm, part: Partial, fwd, sync: np.ndarray, cpmap: np.ndarray
     """The path's segments (all processes) and, on process 0, the summed profile and t_l."""
     fin_t, last, busy = ph.end_candidates(part)
     cand = comm.allgather((fin_t, last, busy))
-    end_rank = ph.pick_end_rank(*(np.concatenate([c[i] for c in cand]) for i in range(3)))
+    end_rank, end_time = ph.pick_end_point(*(np.concatenate([c[i] for c in cand]) for i in range(3)))
     tables = comm.gather(ph.jump_table(part, sync), root=0)
-    segs = comm.bcast(ph.walk(tables, part.nranks, end_rank) if comm.Get_rank() == 0 else None, root=0)
+    segs = comm.bcast(ph.walk(tables, part.nranks, end_rank, end_time) if comm.Get_rank() == 0 else None, root=0)
     _phase("cp_walk")
     own_segs = [s for s in segs if part.lo <= s[0] < part.hi]
     profile, t_l = ph.path_profiles(part, fwd.excl_time, sync, own_segs, cpmap, ncp)

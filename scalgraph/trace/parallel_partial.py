@@ -21,7 +21,7 @@ import numpy as np
 
 from scalgraph.errors import UserError
 from scalgraph.model import trace as tm
-from scalgraph.trace import forward, matching, mpi_names
+from scalgraph.trace import forward, matching, mpi_names, patterns
 
 _P2P_KINDS = (tm.SEND, tm.ISEND, tm.RECV, tm.IRECV)
 _RMA_KINDS = (tm.RMA_PUT, tm.RMA_GET, tm.RMA_ACC, tm.RMA_SYNC)
@@ -63,7 +63,7 @@ def rank_blocks(counts: np.ndarray, nprocs: int) -> np.ndarray:
     return bounds
 
 
-def _skeleton_for(kind, peer, comm, windows, nest, irecv_pair, members_of, lo, hi, mpi_calls):
+def _skeleton_for(kind, peer, comm, windows, nest, irecv_pair, members_of, lo, hi, mpi_calls, everyone):
     """Indices (into the own flat trace) of the events process [lo, hi) needs from our ranks:
     p2p events with a peer there, collective ends on its communicators, and every RMA event on the
     windows of its communicators (epoch pairing and lock contention need a window's whole history)."""
@@ -73,7 +73,7 @@ def _skeleton_for(kind, peer, comm, windows, nest, irecv_pair, members_of, lo, h
     coll = (kind == tm.COLL_END) & np.isin(comm, comms)
     wins = [w for w, c in windows.items() if c in comms or c not in members_of]
     rma = np.isin(kind, _RMA_KINDS) & np.isin(comm, wins)
-    core = np.flatnonzero(p2p | coll | rma)
+    core = np.concatenate((np.flatnonzero(p2p | coll | rma), everyone))
     if mpi_calls is not None and any(c in comms for c in windows.values()):
         core = np.concatenate((core, mpi_calls))     # passive target: the target's MPI activity
     post = irecv_pair[core[kind[core] == tm.IRECV]]
@@ -101,6 +101,10 @@ def build_partial(comm, trace: tm.Trace, counts: np.ndarray, bounds: np.ndarray)
     if any(r.name.startswith("MPI_Win_lock") for r in trace.regions):   # Wait for Progress reads them
         is_mpi = np.array([mpi_names.is_mpi_region(r) for r in trace.regions] + [False], bool)
         mpi_calls = np.flatnonzero((kind == tm.ENTER) & is_mpi[ev["region"]])
+    # MPI_Init/Finalize synchronise all ranks: every process needs every rank's calls
+    init_exit = [i for i, r in enumerate(trace.regions)
+                 if mpi_names.canonical_name(r.name) in patterns.INIT_NAMES + patterns.FINALIZE_NAMES]
+    everyone = np.flatnonzero((kind == tm.ENTER) & np.isin(ev["region"], init_exit))
     outgoing = []
     for q in range(nprocs):
         if q == me or bounds[q] == bounds[q + 1]:
@@ -109,7 +113,7 @@ def build_partial(comm, trace: tm.Trace, counts: np.ndarray, bounds: np.ndarray)
         mark = np.zeros(len(kind), np.int8)         # a mask, not np.unique: O(n) and already sorted
         mark[last] = 2                              # filler: keeps the rank's last time
         mark[_skeleton_for(kind, peer, ecomm, trace.windows, nest, irecv_pair, members_of,
-                           int(bounds[q]), int(bounds[q + 1]), mpi_calls)] = 1
+                           int(bounds[q]), int(bounds[q + 1]), mpi_calls, everyone)] = 1
         idx = np.flatnonzero(mark)
         needed = mark[idx] == 1
         rows = np.empty(len(idx), tm.EVENT_DTYPE)

@@ -20,7 +20,7 @@ import numpy as np
 
 from scalgraph.model import trace as tm
 from scalgraph.trace import delay, patterns, waitops
-from scalgraph.trace.critical_path import CriticalPath, performance_impact
+from scalgraph.trace.critical_path import CriticalPath, activity_time, finalize_regions, performance_impact
 from scalgraph.trace.parallel_partial import Partial
 
 NPAT = len(patterns.PATTERNS)
@@ -233,7 +233,7 @@ def end_candidates(part: Partial) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Per own rank: latest MPI_Finalize ENTER time (-inf if none), last time, last non-EXIT time;
     process 0 picks the end rank from these exactly as critical_path._end_rank does."""
     ctx = part.ctx
-    fin = [i for i, r in enumerate(ctx.trace.regions) if r.name == "MPI_Finalize"]
+    fin = finalize_regions(ctx.trace.regions)
     off, kind, t = ctx.flat.offsets, ctx.ev["kind"], ctx.time
     n = part.hi - part.lo
     fin_t, last, busy = np.full(n, -np.inf), np.full(n, -np.inf), np.full(n, -np.inf)
@@ -252,10 +252,13 @@ def end_candidates(part: Partial) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return fin_t, last, busy
 
 
-def pick_end_rank(fin_t: np.ndarray, last: np.ndarray, busy: np.ndarray) -> int:
+def pick_end_point(fin_t: np.ndarray, last: np.ndarray, busy: np.ndarray) -> tuple[int, float]:
+    """(rank, time) where the path ends, as critical_path._end_point."""
     if np.any(np.isfinite(fin_t)):
-        return int(np.argmax(fin_t))                 # first rank on a tie, like argmax over the flat trace
-    return int(np.lexsort((busy, last))[-1])
+        r = int(np.argmax(fin_t))                    # first rank on a tie, like argmax over the flat trace
+        return r, float(fin_t[r])
+    r = int(np.lexsort((busy, last))[-1])
+    return r, float(last[r])
 
 
 def jump_table(part: Partial, sync: np.ndarray) -> tuple[np.ndarray, ...]:
@@ -270,7 +273,7 @@ def jump_table(part: Partial, sync: np.ndarray) -> tuple[np.ndarray, ...]:
     return waits["rank"].astype(np.int64), end, waits["cp_causer"].astype(np.int64), first, last
 
 
-def walk(tables: list[tuple], nranks: int, end_rank: int) -> list[tuple]:
+def walk(tables: list[tuple], nranks: int, end_rank: int, end_time: float) -> list[tuple]:
     """Process 0: critical_path.walk's loop over the gathered jump tables (the walk is a chain with
     one step per wait on the path, so it runs where the small per-wait table is, instead of
     handing a token between processes at every jump).  Returns (rank, start, end), latest first."""
@@ -282,7 +285,7 @@ def walk(tables: list[tuple], nranks: int, end_rank: int) -> list[tuple]:
     order = np.lexsort((end, rank_of))                  # per rank by end, stable like the serial sort
     bounds = np.searchsorted(rank_of[order], np.arange(nranks + 1))
     used = np.zeros(len(end), bool)
-    rank, t = end_rank, float(last[end_rank])
+    rank, t = end_rank, end_time
     segs = []
     for _ in range(len(end) + 1):
         idx = order[bounds[rank]:bounds[rank + 1]]
@@ -307,10 +310,7 @@ def path_profiles(part: Partial, fwd_excl: np.ndarray, sync: np.ndarray, segs: l
     (ids, cps, vals), _ = delay.processing_profiles(ctx, sync, seg_rank, seg[:, 1], seg[:, 2])
     profile = np.zeros((ncp, p))
     np.add.at(profile, (cpmap[cps], seg_rank[ids]), vals)
-    ncp_part = ctx.ncallpaths
-    waiting = waitops.segment_sum(ctx.nest.callpath[sync["op"]] * p + sync["rank"], sync["wait"],
-                                  ncp_part * p).reshape(ncp_part, p)
-    t_l = to_global(np.maximum(fwd_excl - waiting, 0.0), part, cpmap, ncp)
+    t_l = to_global(activity_time(ctx, fwd_excl, sync), part, cpmap, ncp)
     return profile, t_l
 
 

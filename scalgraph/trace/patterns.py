@@ -15,6 +15,7 @@ from typing import Callable
 
 import numpy as np
 
+from scalgraph.model import trace as tm
 from scalgraph.trace import mpi_names, waitops
 
 WAIT_DTYPE = np.dtype([
@@ -164,7 +165,8 @@ def _instances(ctx, kind):
         if not np.any(sel):
             continue
         op, end = ci.op[sel], ci.end_evt[sel]
-        yield ci, op, end, ctx.time[op], ctx.exit_time[op], ctx.ev["bytes"][end], ctx.ev["bytes_recv"][end]
+        # a collective ends at its collective-end record (scout's localEndT), not at the region exit
+        yield ci, op, end, ctx.time[op], ctx.time[end], ctx.ev["bytes"][end], ctx.ev["bytes_recv"][end]
 
 
 def _argmax_rows(values, mask):
@@ -239,17 +241,16 @@ def _early_reduce(ctx, found):
         rows = np.arange(len(op))
         col = np.arange(op.shape[1])[None, :]
         sender = (sent > 0) & (col != rc[:, None])
-        first, first_en = _argmax_rows(-en, sender)
-        first_en = -first_en
-        last, _ = _argmax_rows(en, sender)
+        last, last_en = _argmax_rows(en, sender)
         rcs = np.maximum(rc, 0)
-        w_root = waitops.wait_until(en[rows, rcs], ex[rows, rcs], first_en)
-        w_root = np.where((rc >= 0) & (recvd[rows, rcs] > 0) & np.isfinite(first_en), w_root, 0.0)
+        # Scalasca 2.6 (MAXLOC over the senders' enters; "due to the latest sending process"): the
+        # root waits until the latest sender enters; that sender is the causer (seed 000: the last
+        # rank to enter) and where the critical path continues
+        w_root = waitops.wait_until(en[rows, rcs], ex[rows, rcs], last_en)
+        w_root = np.where((rc >= 0) & (recvd[rows, rcs] > 0) & np.isfinite(last_en), w_root, 0.0)
         wait = np.zeros(op.shape)
         wait[rows, rcs] = w_root
-        # seed 000: the delay of an n-to-1 operation is charged to the last rank to enter;
-        # the wait itself ends when the first sender arrives, so the critical path continues there
-        out.append(_coll_rows("early_reduce", ci, op, wait, last, first))
+        out.append(_coll_rows("early_reduce", ci, op, wait, last))
     return np.concatenate(out)
 
 
@@ -262,6 +263,63 @@ def _early_scan(ctx, found):
         wait = waitops.wait_until(en, ex, run_max)
         out.append(_coll_rows("early_scan", ci, op, wait, who))
     return np.concatenate(out)
+
+
+# --- MPI_Init / MPI_Finalize ---------------------------------------------------------------------
+
+INIT_NAMES = ("MPI_Init", "MPI_Init_thread")
+FINALIZE_NAMES = ("MPI_Finalize",)
+
+
+def init_exit_calls(ctx, names) -> np.ndarray | None:
+    """[calls, ranks] ENTERs of the k-th MPI_Init(_thread) / MPI_Finalize of every rank (they
+    synchronise all ranks), or None when a rank has no such call or there is one rank."""
+    regions = [i for i, r in enumerate(ctx.trace.regions) if mpi_names.canonical_name(r.name) in names]
+    if not regions or ctx.nranks < 2:
+        return None
+    idx = np.flatnonzero((ctx.ev["kind"] == tm.ENTER) & np.isin(ctx.ev["region"], regions))
+    rank = ctx.flat.rank[idx]
+    counts = np.bincount(rank, minlength=ctx.nranks)
+    k = int(counts.min())
+    if k == 0:
+        return None
+    ordinal = np.arange(len(idx)) - np.repeat(np.cumsum(counts) - counts, counts)
+    keep = ordinal < k
+    out = np.empty((k, ctx.nranks), np.int64)
+    out[ordinal[keep], rank[keep]] = idx[keep]
+    return out
+
+
+class _World:
+    """A stand-in communicator instance for MPI_Init/Finalize: all ranks, no partner key."""
+    def __init__(self, nranks):
+        self.members, self.key = np.arange(nranks), -1
+
+
+def _wait_at_finalize(ctx, found):
+    """Scalasca's Wait at Finalize: ω = min(max_k En_k, Ex_l) - En_l, as at a barrier (MPI.pattern)."""
+    op = init_exit_calls(ctx, FINALIZE_NAMES)
+    if op is None:
+        return _rows(0)
+    en, ex = ctx.time[op], ctx.exit_time[op]
+    last, last_en = _argmax_rows(en, np.ones_like(en, bool))
+    rows = _coll_rows("wait_finalize", _World(ctx.nranks), op, waitops.wait_until(en, ex, last_en[:, None]), last)
+    rows["causer"], rows["causer_op"], rows["cp_causer"], rows["cp_causer_op"] = -1, -1, -1, -1
+    return rows
+
+
+def _init_completion(ctx, found):
+    """Scalasca's Init Completion: the time in MPI_Init after the first rank finished it and all
+    had entered, ω = Ex_l - max(min_k Ex_k, min(max_k En_k, Ex_l)) (MPI.pattern; no wait time)."""
+    op = init_exit_calls(ctx, INIT_NAMES)
+    if op is None:
+        return _rows(0)
+    en, ex = ctx.time[op], ctx.exit_time[op]
+    latest = np.minimum(en.max(axis=1)[:, None], ex)
+    wait = np.maximum(ex - np.maximum(ex.min(axis=1)[:, None], latest), 0.0)
+    rows = _coll_rows("init_completion", _World(ctx.nranks), op, wait, np.zeros(len(op), np.int64))
+    rows["causer"], rows["causer_op"], rows["cp_causer"], rows["cp_causer_op"] = -1, -1, -1, -1
+    return rows
 
 
 def _root_columns(ctx, ci, end) -> np.ndarray:
@@ -313,6 +371,13 @@ PATTERNS: tuple[Pattern, ...] = (
     Pattern("barrier_completion", "Barrier Completion", "synchronization",
             "Time in a barrier after the first rank finished it",
             _completion("barrier", "barrier_completion", senders_only=False)),
+    Pattern("init_exit", "Init/Exit", "mpi", "Time in MPI_Init(_thread) and MPI_Finalize",
+            region_class="init_exit"),
+    Pattern("init_completion", "Init Completion", "init_exit",
+            "Time in MPI_Init after the first rank finished it (Scalasca's MPI Initialization Completion)",
+            _init_completion),
+    Pattern("wait_finalize", "Wait at Finalize", "init_exit",
+            "A rank waited in MPI_Finalize for the last rank to enter it", _wait_at_finalize),
     # one-sided communication (seed 002; docs/rma-patterns.md)
     Pattern("rma", "One-sided", "mpi", "Time in MPI one-sided (RMA) calls", region_class="rma"),
     Pattern("rma_sync", "RMA Synchronization", "rma", "Time in RMA synchronisation calls",
@@ -368,7 +433,8 @@ PATTERNS: tuple[Pattern, ...] = (
 
 # grouping nodes: the region classes each one sums (others sum their own class)
 CLASS_MEMBERS = {
-    "mpi": {"mpi", "p2p", "collective", "barrier", "rma_active", "rma_passive", "rma_window", "rma_comm"},
+    "mpi": {"mpi", "p2p", "collective", "barrier", "init_exit", "rma_active", "rma_passive", "rma_window",
+            "rma_comm"},
     "rma": {"rma_active", "rma_passive", "rma_window", "rma_comm"},
     "rma_sync": {"rma_active", "rma_passive"},
 }
@@ -391,6 +457,8 @@ def region_class(name: str) -> str:
         return rma_class
     if name == "MPI_Barrier":
         return "barrier"
+    if name in INIT_NAMES + FINALIZE_NAMES:
+        return "init_exit"
     if name in COLLECTIVE_KIND or name.startswith(("MPI_Allgather", "MPI_Alltoall", "MPI_Gather",
                                                    "MPI_Scatter", "MPI_Reduce", "MPI_Bcast", "MPI_Scan",
                                                    "MPI_Exscan", "MPI_Allreduce")):

@@ -204,7 +204,7 @@ def write_text(report: dict, out, top: int = 10) -> None:
         ind = "  " * depth[p["key"]]
         value = _s(p["seconds"]) if p["unit"] == "sec" else f"{p['seconds']:10.0f} {p['unit']}"
         w(f"  {ind}{p['name']:<{34 - len(ind)}} {value} {p['percent']:6.2f} %\n")
-        if p["key"] in ("time", "mpi", "p2p", "collective", "synchronization", "rma", "rma_sync",
+        if p["key"] in ("time", "mpi", "p2p", "collective", "synchronization", "init_exit", "rma", "rma_sync",
                         "rma_active", "rma_passive", "rma_window", "rma_comm"):
             continue
         if p["unit"] != "sec":
