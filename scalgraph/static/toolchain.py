@@ -74,16 +74,17 @@ def _venv_bin() -> Path:
 
 
 def find_mpi_wrapper(lang: str) -> str:
+    from scalgraph.static.guards import is_ourselves   # MPICC=sgcc would make sgcc run itself
     hit = _env_command(MPI_WRAPPER_VARS[lang])
-    if hit:
+    if hit and not is_ourselves(hit[0]):
         return hit[0]
     for name in MPI_WRAPPER_NAMES[lang]:
         candidate = _venv_bin() / name
-        if candidate.is_file() and os.access(candidate, os.X_OK):
+        if candidate.is_file() and os.access(candidate, os.X_OK) and not is_ourselves(str(candidate)):
             return str(candidate)
     for name in MPI_WRAPPER_NAMES[lang]:
         found = shutil.which(name)
-        if found:
+        if found and not is_ourselves(found):
             return found
     var = MPI_WRAPPER_VARS[lang][0]
     hint = ("install Debian's mpich and libmpich-dev (pip's mpich has no Fortran)" if lang == "fortran"
@@ -204,11 +205,22 @@ def _sibling(wrapper: str, names: tuple[str, ...]) -> str | None:
     return None
 
 
+def with_library_dirs_of(flags: MPIFlags, c_flags: MPIFlags) -> MPIFlags:
+    """Add the C wrapper's -L directories: Debian's mpifort.openmpi names no directory that holds
+    libmpi.so, so `-lmpi` found /usr/lib/<arch>/libmpi.so, which the `mpi` alternative may point at
+    MPICH: one program with both MPIs.  The C wrapper's directory is the shim's MPI, the right one."""
+    dirs = [w for w in c_flags.link if w.startswith("-L") and len(w) > 2 and w not in flags.link]
+    return MPIFlags(flags.wrapper, flags.compile, (*dirs, *flags.link)) if dirs else flags
+
+
 def find_toolchain(lang: str) -> Toolchain:
     compiler = find_compiler(lang)
     wrapper = find_mpi_wrapper(lang)
     flags = mpi_flags(wrapper)
-    tc = Toolchain(lang, compiler, flags, shim_mpicc_for(lang, wrapper))
+    shim_mpicc = shim_mpicc_for(lang, wrapper)
+    if shim_mpicc != wrapper:
+        flags = with_library_dirs_of(flags, mpi_flags(shim_mpicc))
+    tc = Toolchain(lang, compiler, flags, shim_mpicc)
     if lang == "fortran":
         from scalgraph.static.fortran_mpi import mpi_module
         moddir, modobj = mpi_module(compiler, flags)
