@@ -33,7 +33,8 @@ Each root_causes[] entry keeps file, line, line_last, location, function, kind, 
 instance on the path), rank, cost, path, found_from, ... and adds `construct`, `contexts` (every
 instance: call path, seconds on the cause's rank, the dominant one marked) and `explains`
 ({"what": "waiting" | "run time" | "own scaling", "vertex", "rank", "location", "name": where the
-path started, "waiting": seconds waited there, "seconds": the cost}).
+path started, "waiting": seconds waited there, "seconds": the cost}) and `whatif` (whatif.py: the run
+time with the cause fixed and the gain per scale, the gain extrapolated to 2P and 4P).
 """
 from __future__ import annotations
 
@@ -54,6 +55,7 @@ from scalgraph.analysis.mpi_cost import oversubscribed, own_cause_rules, volume_
 from scalgraph.analysis.ppg import build_ppg
 from scalgraph.analysis.scaling import fit_models, scaling_loss
 from scalgraph.analysis.segments import segment_excess
+from scalgraph.analysis.whatif import predict_fixed
 from scalgraph.model.profile import DEP_COLL, RunProfile
 from scalgraph.model.psg import MPI, PSG
 
@@ -254,6 +256,14 @@ def analyse(psg: PSG, profiles: Mapping[int, RunProfile], abnorm_thd: float = DE
             x.explains["per_rank"] = {"bytes": {str(p): float(sm.vol_bytes[c, i]) for i, p in enumerate(scales)},
                                       "calls": {str(p): float(sm.vol_calls[c, i]) for i, p in enumerate(scales)}}
     shown_ns = non_scalable[:top * 2]
+
+    def ideal_share(c: int, p: int) -> float:
+        """a construct's ideal own time per rank at p: the smallest scale's, shared out (strong) or kept (weak)"""
+        return float(y_own[c, 0]) * (1.0 if weak else scales[0] / p)
+
+    whatif = predict_fixed(psg, cons, profiles, [x.construct for x in ranked],
+                           scaling_loss_of=lambda c: bool(loss_total[c] >= floor > 0), ideal_of=ideal_share,
+                           excluded=startup_v, run_times=times) if ranked else []
     return {
         "scales": scales,
         "run_time": {str(p): times[p] for p in scales},
@@ -263,8 +273,9 @@ def analyse(psg: PSG, profiles: Mapping[int, RunProfile], abnorm_thd: float = DE
         "oversubscribed": {str(p): sm.oversubscribed[p] for p in scales},
         "sampling": {"thin": thin, "median_samples": typical_samples(prof), "error_seconds": rank_error},
         "problem_found": bool(ranked),
-        "root_causes": [_cause_entry(psg, cons, prof, fits, x, scales, y_total, y_max, loss_total, abnormal, total_time,
-                                     stats, fits_max, weak) for x in ranked],
+        "root_causes": [{**_cause_entry(psg, cons, prof, fits, x, scales, y_total, y_max, loss_total, abnormal,
+                                        total_time, stats, fits_max, weak), "whatif": w}
+                        for x, w in zip(ranked, whatif)],
         "non_scalable": [_construct_brief(psg, cons, c, fits, loss_total, total_time, stats, prof.time)
                          for c in shown_ns],
         "abnormal": [_abnormal_entry(psg, cons, a, prof) for a in abnormal[scales[-1]][:top * 2]],

@@ -112,6 +112,8 @@ def write_text(result: dict, out, experiment: str = "", source_roots: list[pathl
         w(f"\n#{n} {c['location']}  in {c['function']}  [{c['kind']} {c['name']}]  rank {c['rank']}\n")
         w(f"   cost {_fmt_s(c['cost'])} = {c['cost_share'] * 100:.1f}% of the run time at p={big}: {_explains(c)}; "
           f"mean time share {c['time_share'] * 100:.1f}%\n")
+        if c.get("whatif"):
+            w(f"   what-if: {_whatif_text(c)}\n")
         for line in _contexts_text(c.get("contexts") or []):
             w(f"   {line}\n")
         means = ", ".join(f"p={p}: {_fmt_s(c['mean_time'][str(p)])} / {_fmt_s(c['max_time'][str(p)])}" for p in scales)
@@ -134,6 +136,24 @@ def write_text(result: dict, out, experiment: str = "", source_roots: list[pathl
         for line in source_excerpt(c["file"], c["line"], c["line_last"], roots):
             w(f"     {line}\n")
     _write_symptoms(result, w)
+
+
+def _whatif_text(c: dict) -> str:
+    """'fixing cg.c:21-22 saves 0.41 s of 1.42 s at p=8 (29 %), ~1.9 s at p=32 (extrapolated)'"""
+    wi = c["whatif"]
+    gain, fixed = wi["gain"], wi["fixed_run_time"]
+    big = max(gain, key=int)
+    lines = f"{c['line']}" + (f"-{c['line_last']}" if c.get("line_last", c["line"]) != c["line"] else "")
+    where = f"{pathlib.Path(c['file']).name}:{lines}"
+    text = (f"fixing {where} saves {_fmt_s(gain[big])} of {_fmt_s(gain[big] + fixed[big])} at p={big} "
+            f"({wi['gain_share'][big] * 100:.0f} %)")
+    pred = wi.get("predicted") or {}
+    if pred:
+        text += ", ~" + ", ~".join(f"{_fmt_s(g)} at p={q}" for q, g in pred.items()) + " (extrapolated)"
+    smaller = [p for p in sorted(gain, key=int) if p != big]
+    if smaller:
+        text += "; at " + ", ".join(f"p={p}: {_fmt_s(gain[p])}" for p in smaller)
+    return text
 
 
 def _explains(c: dict) -> str:

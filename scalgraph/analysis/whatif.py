@@ -1,0 +1,112 @@
+"""What-if, profile mode: the run time each reported root cause would leave if it were fixed.
+
+A cause is fixed by removing its excess: on every rank its own time is brought down to the median
+rank's (the imbalance that made others wait), or, for a construct whose time does not shrink as it
+should with p (a scaling loss), to its ideal share of the smallest scale's time (strong scaling:
+T(p0) p0 / p; weak: T(p0)).  The change then travels along the dependences the way the profile
+sees them, bulk-synchronously: a rank's busy time B_r is its own time (computation and the MPI
+work that is not waiting); the run is as long as its busiest rank plus the waiting nobody's
+lateness explains, so removing x_r from each rank shortens the run by
+
+    gain = max_r B_r - max_r (B_r - x_r)
+
+The waiting the cause explains disappears with it, waiting it does not explain stays.
+
+Gains are wall-clock seconds, as the user will measure them.  Sampled times are thread-CPU; where the
+profile measured the computation between MPI calls exactly (wall and thread-CPU, format 2), a rank's
+busy time is that wall time plus its MPI work, and its sampled seconds are stretched by the rank's
+wall/CPU ratio of its computation (a rank that got a quarter of a core on a loaded or oversubscribed
+machine takes four wall seconds per CPU second, and gives them back when fixed).  Where the
+late rank changes from one iteration to the next, the summed profile hides it and the gain is an
+upper bound of what the profile can know (a trace's re-timing, scalgraph/trace/retime.py, sees the
+iterations).  The gain is fitted over the scales like any time and extrapolated to 2P and 4P.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+
+import numpy as np
+
+from scalgraph.analysis.abnormal import own_time
+from scalgraph.analysis.constructs import Constructs
+from scalgraph.analysis.scaling import fit_models
+from scalgraph.analysis.segments import measured
+from scalgraph.model.profile import RunProfile
+from scalgraph.model.psg import MPI, PSG
+
+
+def bulk_synchronous_gain(busy: np.ndarray, removal: np.ndarray) -> float:
+    """Seconds the run shortens when rank r's busy time loses removal[r] (both [R])."""
+    if busy.size == 0:
+        return 0.0
+    removal = np.clip(removal, 0.0, busy)
+    return float(max(busy.max() - (busy - removal).max(), 0.0))
+
+
+def removal_per_rank(own_c: np.ndarray, ideal: float | None) -> np.ndarray:
+    """[R] seconds a fix removes from each rank: the excess over the (lower) median rank, or, for a construct
+    with a scaling loss (`ideal` given), everything above its ideal share, whichever is larger."""
+    if own_c.size == 0:
+        return own_c
+    # the lower median: with an even count (2 ranks above all) the mean of the middle pair would
+    # keep half of a lone late rank's excess
+    out = np.maximum(own_c - np.quantile(own_c, 0.5, method="lower"), 0.0)
+    if ideal is not None:
+        out = np.maximum(out, own_c - ideal)
+    return np.maximum(out, 0.0)
+
+
+def rank_stretch(prof: RunProfile) -> np.ndarray:
+    """[R] wall seconds per thread-CPU second of each rank's computation (1 where not measured)."""
+    if not measured(prof):
+        return np.ones(prof.nranks)
+    wall, cpu = prof.comp_wall.sum(axis=1), prof.comp_cpu.sum(axis=1)
+    return np.where(cpu > 0, np.maximum(wall / np.where(cpu > 0, cpu, 1.0), 1.0), 1.0)
+
+
+def rank_busy(psg: PSG, prof: RunProfile, own: np.ndarray, excluded: np.ndarray) -> np.ndarray:
+    """[R] wall seconds each rank was busy: its computation (exact where measured) and the MPI work
+    that was not waiting, MPI start-up and shut-down left out."""
+    if not measured(prof):
+        return own[:, ~excluded].sum(axis=1)
+    is_mpi = np.asarray(psg.kind) == MPI
+    return prof.comp_wall.sum(axis=1) + own[:, is_mpi & ~excluded].sum(axis=1)
+
+
+def predict_fixed(psg: PSG, cons: Constructs, profiles: Mapping[int, RunProfile], constructs_: Sequence[int],
+                  scaling_loss_of: Callable[[int], bool], ideal_of: Callable[[int, int], float],
+                  excluded: np.ndarray, run_times: Mapping[int, float]) -> list[dict]:
+    """Per construct in `constructs_`: run time with it fixed per scale, the gain, and the gain
+    extrapolated to 2P and 4P.  `excluded` [V] marks vertices outside the program's busy time
+    (MPI start-up/shut-down).  `scaling_loss_of(c)`: the construct is fixed to its ideal share;
+    `ideal_of(c, p)`: that share per rank at scale p."""
+    scales = sorted(profiles)
+    gains = np.zeros((len(constructs_), len(scales)))
+    for j, p in enumerate(scales):
+        prof = profiles[p]
+        own = own_time(psg, prof)
+        busy = rank_busy(psg, prof, own, excluded)
+        stretch = rank_stretch(prof)
+        own_c = cons.sum_columns(own)
+        for i, c in enumerate(constructs_):
+            ideal = ideal_of(c, p) if scaling_loss_of(c) else None
+            removal = removal_per_rank(own_c[:, c] * stretch, None if ideal is None else ideal * float(np.median(stretch)))
+            gains[i, j] = bulk_synchronous_gain(busy, removal)
+    out = []
+    fits = fit_models(scales, gains) if len(scales) >= 2 else None
+    big = scales[-1]
+    for i, c in enumerate(constructs_):
+        entry = {
+            "method": "profile",
+            "gain": {str(p): float(gains[i, j]) for j, p in enumerate(scales)},
+            "fixed_run_time": {str(p): float(max(run_times[p] - gains[i, j], 0.0)) for j, p in enumerate(scales)},
+            "gain_share": {str(p): float(gains[i, j] / run_times[p]) if run_times[p] > 0 else 0.0
+                           for j, p in enumerate(scales)},
+        }
+        if fits is not None:
+            at = np.array([2 * big, 4 * big], dtype=float)
+            pred = np.maximum(fits.predict(at)[i], 0.0)
+            entry["predicted"] = {str(int(q)): float(g) for q, g in zip(at, pred)}
+            entry["model"] = fits.model_text(i)
+        out.append(entry)
+    return out

@@ -1,0 +1,58 @@
+"""What-if in profile mode (scalgraph/analysis/whatif.py): the run time a fixed cause would leave,
+worked out by hand on small literal cases and on the synthetic cg-like experiment."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from scalgraph.analysis import synthetic as syn
+from scalgraph.analysis.detect import analyse
+from scalgraph.analysis.whatif import bulk_synchronous_gain, removal_per_rank
+
+
+def test_removing_the_late_ranks_excess_shortens_the_run_by_it():
+    # busy 10, 10, 13, 10: rank 2's extra 3 s is what everybody waited for
+    busy = np.array([10.0, 10.0, 13.0, 10.0])
+    assert bulk_synchronous_gain(busy, np.array([0.0, 0.0, 3.0, 0.0])) == pytest.approx(3.0)
+
+
+def test_the_next_busiest_rank_bounds_the_gain():
+    # rank 2 loses 3 s but rank 0 is then the busiest at 12: the run shortens by 1 only
+    busy = np.array([12.0, 10.0, 13.0, 10.0])
+    assert bulk_synchronous_gain(busy, np.array([0.0, 0.0, 3.0, 0.0])) == pytest.approx(1.0)
+
+
+def test_a_removal_is_never_more_than_the_rank_had():
+    assert bulk_synchronous_gain(np.array([1.0, 0.5]), np.array([5.0, 0.0])) == pytest.approx(0.5)
+    assert bulk_synchronous_gain(np.array([]), np.array([])) == 0.0
+
+
+def test_removal_is_the_excess_over_the_median_or_over_the_ideal_share():
+    own = np.array([1.0, 1.0, 4.0, 1.0, 1.0])
+    assert removal_per_rank(own, None).tolist() == [0.0, 0.0, 3.0, 0.0, 0.0]
+    # a scaling loss: every rank is 0.5 s above its ideal share, the slow one 3.5 s
+    assert removal_per_rank(own, 0.5).tolist() == [0.5, 0.5, 3.5, 0.5, 0.5]
+
+
+def test_detect_predicts_the_gain_of_the_cg_like_cause_at_every_scale():
+    """cg_like: rank 1 computes `extra` = 0.4 s more than the others; the rest waits for it.  The
+    busy times are work/p (+ noise) for every rank and +0.4 s on rank 1, so the gain is 0.4 s (less
+    the noise between ranks, ~1 % of work/p) at every scale, and the extrapolation stays near it."""
+    psg, runs, comp = syn.cg_like(scales=(2, 4, 8, 16), extra=0.4)
+    result = analyse(psg, runs)
+    top = result["root_causes"][0]
+    assert top["vertex"] == comp
+    wi = top["whatif"]
+    assert set(wi["gain"]) == {"2", "4", "8", "16"}
+    for p, g in wi["gain"].items():
+        noise = 0.05 * 8.0 / int(p)
+        assert g == pytest.approx(0.4, abs=noise), wi
+        assert wi["fixed_run_time"][p] == pytest.approx(result["run_time"][p] - g)
+    for q, g in wi["predicted"].items():
+        assert int(q) in (32, 64) and g == pytest.approx(0.4, abs=0.1), wi
+
+
+def test_the_balanced_control_predicts_no_gain():
+    psg, runs, _ = syn.balanced()
+    result = analyse(psg, runs)
+    assert result["root_causes"] == []
