@@ -14,6 +14,26 @@ def add_arguments(p) -> None:
     ana = p.add_argument_group("analysis")
     ana.add_argument("--no-clock-correction", action="store_true",
                      help="analyse the timestamps as recorded (default: correct clock-condition violations first)")
+    clc = p.add_argument_group("clock correction (controlled logical clock, seed 004; defaults are Scalasca's)")
+    clc.add_argument("--clc-gamma", type=float, default=0.99999, metavar="G",
+                     help="interval-preservation factor of the forward amortisation, 0 < G <= 1 (default %(default)s)")
+    clc.add_argument("--clc-delta", type=float, default=1e-9, metavar="S",
+                     help="minimum distance of consecutive events on a location, seconds (default %(default)s)")
+    clc.add_argument("--clc-min-latency", type=float, default=1e-6, metavar="S",
+                     help="minimum message latency, seconds: a receive ends at least this long after its send "
+                          "(default %(default)s)")
+    clc.add_argument("--clc-min-latency-collective", type=float, default=None, metavar="S",
+                     help="minimum latency of a collective's logical messages (default: --clc-min-latency)")
+    clc.add_argument("--write-corrected", metavar="FILE",
+                     help="also write the clock-corrected trace: JSON for *.json, OTF2 for *.otf2 (a new archive "
+                          "directory FILE's stem), else scalgraph binary")
+    dly = p.add_argument_group("definitions (defaults: Scalasca 2.6's; docs/trace-analysis.md)")
+    dly.add_argument("--delay-scale", choices=("scalasca", "seed"), default="scalasca",
+                     help="scalasca: a point-to-point wait's short-term factor is clipped at 1; seed: s = 1/(sum "
+                          "delta + W) unclipped (seed 000, Algorithm 1)")
+    dly.add_argument("--delay-family", choices=("chain-end", "direct"), default="chain-end",
+                     help="long-term delay costs under the pattern of the wait at the end of the propagation "
+                          "chain (chain-end, scout) or of the wait they directly explain (direct)")
     ana.add_argument("--min-share", type=float, default=0.05, metavar="F",
                      help="a computation delay is a root cause when its cost is at least this fraction of the "
                           "total time summed over the ranks (default %(default)s)")
@@ -23,7 +43,9 @@ def add_arguments(p) -> None:
     out = p.add_argument_group("output")
     out.add_argument("--top", type=int, default=10, metavar="N",
                      help="show the N most costly root causes, call paths and instances (default %(default)s)")
-    out.add_argument("--json", action="store_true", help="print the whole result as JSON")
+    out.add_argument("--json", action="store_true",
+                     help="print the whole result as JSON (every call path, cause, instance and wait; --top "
+                          "applies to the text only)")
 
 
 def analyse_forward(trace, clock_correction: bool = True):
@@ -70,24 +92,81 @@ def cpu_evidence(trace, path: str):
     return CpuEvidence(cpu, note, {"run_dir": str(run_dir), "time_shared": shared}), None
 
 
+def program_time(trace) -> float:
+    """Time between each rank's program begin record and its first event, and between its last
+    event and its program end record (OTF2 ProgramBegin/ProgramEnd), summed: Scalasca counts it in
+    the total time.  Taken from the recorded times (the clock correction moves neither end)."""
+    begin = getattr(trace, "program_begin", None) or trace.meta.get("program_begin") or {}
+    end = getattr(trace, "program_end", None) or trace.meta.get("program_end") or {}
+    total = 0.0
+    for r, ev in enumerate(trace.events):
+        if len(ev) == 0:
+            continue
+        b, e = begin.get(r, begin.get(str(r))), end.get(r, end.get(str(r)))
+        total += max(float(ev["time"][0]) - float(b), 0.0) if b is not None else 0.0
+        total += max(float(e) - float(ev["time"][-1]), 0.0) if e is not None else 0.0
+    return total
+
+
+def clock_params(args):
+    from scalgraph.trace.clock import ClockParams
+    lat = args.clc_min_latency
+    coll = lat if args.clc_min_latency_collective is None else args.clc_min_latency_collective
+    return ClockParams(delta=args.clc_delta, gamma=args.clc_gamma, l_min_p2p=lat, l_min_coll=coll)
+
+
 def analyse(trace, clock_correction: bool = True, top: int = 10, source: str = "", min_share: float = 0.05,
-            cpu=None, notes=None) -> dict:
+            cpu=None, notes=None, params=None, delay_options=None, write_corrected: str | None = None) -> dict:
+    """The whole analysis of one trace: clock correction (unless off; `params`: ClockParams), the
+    forward replay, delay costs (`delay_options`: delay.DelayOptions), the critical path, the report."""
     from scalgraph.trace import critical_path, delay, forward, report
-    clock = ""
+    clock, info = "", None
+    extra = program_time(trace)
     if clock_correction:
-        from scalgraph.trace.clock import correct_clocks
-        trace, rep = correct_clocks(trace)
-        clock = rep.summary()
+        from scalgraph.trace.clock import ClockParams, correct_clocks
+        trace, rep = correct_clocks(trace, params or ClockParams())
+        clock, info = rep.summary(), rep.as_dict()
+    if write_corrected:
+        write_trace_by_name(trace, write_corrected)
     fwd = forward.forward_replay(forward.build_context(trace))
-    return report.build_report(fwd, delay.delay_analysis(fwd), critical_path.critical_path(fwd), top=top,
-                               clock=clock, source=source, min_share=min_share, cpu=cpu, notes=notes)
+    dl = delay.delay_analysis(fwd, delay_options or delay.DelayOptions())
+    return report.build_report(fwd, dl, critical_path.critical_path(fwd), top=top, clock=clock, source=source,
+                               min_share=min_share, cpu=cpu, notes=notes, clock_correction=info,
+                               program_time=extra)
 
 
-def _run_trace(path: str) -> str:
-    """A run directory of `scalgraph run --trace` (EXP/scale-P/rep-K) stands for its trace.sgtrace."""
+def write_trace_by_name(trace, path: str) -> None:
+    """Write a trace in the format its file name asks for (.json, .otf2, else scalgraph binary)."""
+    from scalgraph.io.trace_read import write_trace
+    name = str(path).lower()
+    fmt = "json" if name.endswith(".json") else "otf2" if name.endswith(".otf2") else "binary"
+    write_trace(trace, path, fmt)
+
+
+def _run_trace(path: str) -> tuple[str, str | None]:
+    """A run directory of `scalgraph run --trace` (EXP/scale-P/rep-K) stands for its trace.sgtrace;
+    an experiment directory EXP for the trace of its largest traced scale (first repetition).
+    Returns (trace path, a note saying which one was taken, or None)."""
     import pathlib
+    import re
     p = pathlib.Path(path)
-    return str(p / "trace.sgtrace") if p.is_dir() and (p / "trace.sgtrace").is_file() else path
+    if p.is_dir() and (p / "trace.sgtrace").is_file():
+        return str(p / "trace.sgtrace"), None
+    if p.is_dir():
+        found = []
+        for t in p.glob("scale-*/rep-*/trace.sgtrace"):
+            m = re.fullmatch(r"scale-(\d+)/rep-(\d+)", f"{t.parent.parent.name}/{t.parent.name}")
+            if m:
+                found.append((-int(m.group(1)), int(m.group(2)), t))
+        if found:
+            found.sort()
+            scales = sorted({-s for s, _, _ in found})
+            _, _, t = found[0]
+            note = (f"experiment {p}: analysing its largest traced scale, {-found[0][0]} ranks "
+                    f"({t.relative_to(p)}; traced scales: {', '.join(map(str, scales))}); pass "
+                    f"{p}/scale-P/rep-K for another")
+            return str(t), note
+    return path, None
 
 
 def run(args) -> int:
@@ -98,15 +177,31 @@ def run(args) -> int:
         raise UserError(f"--top must be at least 1 (got {args.top})")
     if not 0.0 <= args.min_share < 1.0:
         raise UserError(f"--min-share must be a fraction from 0 to below 1 (got {args.min_share:g})")
+    from scalgraph.trace.delay import DelayOptions
+    options = DelayOptions(scale=args.delay_scale, family=args.delay_family)
+    params = clock_params(args)                      # checks the values even when not used
+    path, which = _run_trace(str(args.trace))
+    if which:
+        print(f"scalgraph trace: {which}", file=sys.stderr)
+    if args.write_corrected and args.no_clock_correction:
+        raise UserError("--write-corrected writes the clock-corrected trace; it cannot go with --no-clock-correction")
     if args.parallel:
+        if args.write_corrected:
+            raise UserError("--write-corrected needs the serial replay (the parallel one does not run the "
+                            "controlled logical clock); drop --parallel")
         from scalgraph.trace.parallel import launch
-        return launch(args.parallel, _run_trace(str(args.trace)), top=args.top, as_json=args.json,
-                      min_share=args.min_share)
-    path = _run_trace(args.trace)
+        return launch(args.parallel, path, top=args.top, as_json=args.json, min_share=args.min_share,
+                      options=options)
+    if args.write_corrected:
+        import pathlib
+        if pathlib.Path(args.write_corrected).exists():
+            raise UserError(f"{args.write_corrected}: already exists; choose another name or remove it")
     trace = read_trace(path)
     cpu, why = cpu_evidence(trace, path)
+    notes = [n for n in (which, why) if n]
     result = analyse(trace, clock_correction=not args.no_clock_correction, top=args.top, source=str(args.trace),
-                     min_share=args.min_share, cpu=cpu, notes=[why] if why else None)
+                     min_share=args.min_share, cpu=cpu, notes=notes or None, params=params, delay_options=options,
+                     write_corrected=args.write_corrected)
     if args.json:
         report.write_json(result, sys.stdout)
     else:

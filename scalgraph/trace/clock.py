@@ -97,6 +97,19 @@ class ClockReport:
     max_shift: float = 0.0                   # largest total forward move of any event
     params: ClockParams = field(default_factory=ClockParams)
 
+    def as_dict(self) -> dict:
+        """What the correction found and did, for the JSON report."""
+        v = self.violations
+        kinds = np.bincount(v["kind"], minlength=len(MESSAGE_KINDS)) if len(v) else np.zeros(len(MESSAGE_KINDS), int)
+        p = self.params
+        return {"violations_before_correction": int(len(v)),
+                "violations_by_kind": {MESSAGE_KINDS[k]: int(n) for k, n in enumerate(kinds.tolist()) if n},
+                "largest_violation": float(v["amount"].max()) if len(v) else 0.0,
+                "offsets_applied": self.offsets_applied, "controlled_logical_clock": self.corrected,
+                "receives_moved": self.jumps, "largest_jump": self.max_jump, "largest_shift": self.max_shift,
+                "parameters": {"gamma": p.gamma, "delta": p.delta, "min_latency_p2p": p.l_min_p2p,
+                               "min_latency_collective": p.l_min_coll, "slope": p.slope}}
+
     def summary(self) -> str:
         v = self.violations
         if len(v) == 0:

@@ -89,6 +89,7 @@ class DelayResult:
     wait_in_interval: np.ndarray | None = None  # per wait: W, the causer's waiting inside its interval
     distributed: np.ndarray | None = None  # per wait: the waiting it distributes (ω, or min(ω, ΣΔ+W) clipped)
     options: DelayOptions = DelayOptions()
+    enter: np.ndarray | None = None   # per wait: enter time of its call (None: from the replay context)
 
     @property
     def propagating(self) -> np.ndarray:

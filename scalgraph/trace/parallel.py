@@ -108,6 +108,9 @@ def _phase(name: str) -> None:
     PHASE_SECONDS["_t"] = now
 
 
+ALL_INSTANCES = 1 << 62     # the JSON lists every wait state (the text shows the top ones)
+
+
 def replay(comm, path: str, top: int = 10, source: str = "", min_share: float = 0.05,
            options: DelayOptions = DelayOptions()) -> dict | None:
     """The whole parallel replay; returns the report on process 0, None elsewhere."""
@@ -134,20 +137,24 @@ def replay(comm, path: str, top: int = 10, source: str = "", min_share: float = 
     maps, g_parent, g_region = comm.bcast(merged, root=0)
     cpmap = np.append(maps[comm.Get_rank()], -1)      # index -1 (outside every region) stays -1
     _phase("callpaths")
-    fwd, waits, forward_out = _forward(comm, part, cpmap, len(g_parent), min(top, 5))
+    fwd, waits, forward_out = _forward(comm, part, cpmap, len(g_parent), ALL_INSTANCES)
     sync = waits[patterns.SYNC_PATTERNS[waits["pattern"]]]
     delay_out = _delay(comm, part, sync, cpmap, len(g_parent), options)
     path_out = _critical_path(comm, part, fwd, sync, cpmap, len(g_parent))
     if comm.Get_rank() != 0:
         return None
     cube, inst, stats = forward_out
-    (ids, omega, gamma, _), short, long_, sums = delay_out
+    (ids, omega, gamma, _, table), short, long_, sums = delay_out
     gamma = gamma.sum(axis=1)
     dw = np.zeros(len(omega), patterns.WAIT_DTYPE)
     dw["wait"] = omega
+    dw["pattern"], dw["rank"], dw["causer"] = table["pattern"], table["rank"], table["causer"]
+    s, dist = table["scale"], table["distributed"]
     dl = DelayResult(waits=dw, short_term=short.sum(axis=0), long_term=long_.sum(axis=0), short_by_pattern=short,
-                     long_by_pattern=long_, gamma=gamma, direct=sums[1:2], indirect=sums[2:3],
-                     unexplained=float(sums[0]))
+                     long_by_pattern=long_, gamma=gamma, direct=dist * s * table["sum_delta"],
+                     indirect=dist * s * table["wait_in_interval"], unexplained=float(sums[0]), scale=s,
+                     sum_delta=table["sum_delta"], wait_in_interval=table["wait_in_interval"], distributed=dist,
+                     options=options, enter=table["enter"])
     fake_ctx, fake_rows = _report_inputs(ctx.trace.regions, part.nranks, int(counts.sum()), g_parent, g_region,
                                          [x for i in inst for x in i], stats)
     fake_fwd = SimpleNamespace(ctx=fake_ctx, waits=fake_rows, cube=cube,
@@ -185,13 +192,14 @@ def _delay(comm, part: Partial, sync: np.ndarray, cpmap: np.ndarray, ncp: int, o
     short, (m_rows, m_cols, m_vals), state = ph.explain_waits(part, dwaits, incoming, ncp, cpmap, options)
     g = comm.gather((ph.wait_ids(part, dwaits), dwaits["wait"].astype(float),
                      part.ctx.time[dwaits["op"]] + dwaits["wait"], m_rows, m_cols, m_vals, state["inc"]["id"],
-                     state["dist"], state["inc"]["pattern"]), root=0)
+                     state["dist"], state["inc"]["pattern"], state["inc"]["rank"], state["inc"]["enter"],
+                     state["inc"]["d_rank"], state["s"], state["sum_delta"], state["w_d"]), root=0)
     _phase("delay_local")
     solved, err, answers = None, None, None
     if me == 0:
         try:
-            solved = ph.solve_gamma(g, options)
-            ids, _, gamma, fams = solved
+            solved = ph.solve_gamma(g, options) + (ph.wait_table(g),)
+            ids, _, gamma, fams, _ = solved
             answers = [(gamma[np.searchsorted(ids, x[6])], fams) for x in g]
         except UserError as e:
             err = str(e)

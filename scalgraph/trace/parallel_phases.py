@@ -125,6 +125,7 @@ def delay_requests(part: Partial, waits: np.ndarray, cpmap: np.ndarray, nprocs: 
         new[sel] = np.arange(len(sel))
         keep = new[ri] >= 0
         out.append({"id": wait_ids(part, waits[sel]), "d_rank": d_rank[sel], "d_key": d_key[sel],
+                    "rank": r_rank[sel], "enter": r_end[sel],
                     "d_end": t[waits["causer_op"][sel]], "d_op": part.serial[waits["causer_op"][sel]],
                     "omega": waits["wait"][sel].astype(float), "pattern": waits["pattern"][sel].astype(np.int64),
                     "pi": new[ri[keep]], "pc": rc[keep], "pv": rv[keep]})
@@ -213,6 +214,15 @@ def solve_gamma(gathered: list[tuple], options: delay.DelayOptions = delay.Delay
     fams, col = delay.family_columns(pattern, options)
     gamma = delay.solve_family_gamma(rows, cols, vals, dist, col, len(fams), end)
     return ids, omega, gamma, fams
+
+
+def wait_table(gathered: list[tuple]) -> dict:
+    """Process 0: the per-wait delay data the causers computed, in wait-id order (as solve_gamma)."""
+    ids = np.concatenate([g[6] for g in gathered])
+    order = np.argsort(ids)
+    cols = {"distributed": 7, "pattern": 8, "rank": 9, "enter": 10, "causer": 11, "scale": 12, "sum_delta": 13,
+            "wait_in_interval": 14}
+    return {k: np.concatenate([g[i] for g in gathered])[order] for k, i in cols.items()}
 
 
 def finish_delay(state: dict, gamma_fam: np.ndarray, fams: np.ndarray, ncp: int, p: int):

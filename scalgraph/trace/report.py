@@ -54,13 +54,18 @@ def _rank_summary(values: np.ndarray) -> dict:
 
 def build_report(fwd: ForwardResult, dl: DelayResult, cp: CriticalPath, top: int = 10,
                  clock: str = "", source: str = "", min_share: float = verdicts.MIN_SHARE,
-                 cpu: verdicts.CpuEvidence | None = None, notes: list[str] | None = None) -> dict:
-    """The whole report.  `cpu`: the run's thread-CPU seconds per [rank, vertex] for the verdict's
-    real-work rule (None: a trace without profiles, only the size floor applies)."""
+                 cpu: verdicts.CpuEvidence | None = None, notes: list[str] | None = None,
+                 clock_correction: dict | None = None, program_time: float = 0.0) -> dict:
+    """The whole report: everything the analysis computed (`--top` limits the text rendering only).
+    `cpu`: the run's thread-CPU seconds per [rank, vertex] for the verdict's real-work rule (None: a
+    trace without profiles, only the size floor applies).  `clock_correction`: what the clock
+    correction found and did (clock.ClockReport.as_dict), None when it did not run.  `program_time`:
+    time between the program's begin/end records and its first/last event, summed over the ranks
+    (OTF2 ProgramBegin/End; Scalasca counts it in the total time)."""
     ctx = fwd.ctx
     names = callpath_names(ctx.nest, ctx.trace.regions)
     where = _where(fwd)
-    total = float(fwd.cube[patterns.PATTERN_INDEX["time"]].sum())
+    total = float(fwd.cube[patterns.PATTERN_INDEX["time"]].sum()) + program_time
     pct = (lambda x: 100.0 * x / total) if total > 0 else (lambda x: 0.0)
 
     def cp_entry(c: int, per_rank: np.ndarray) -> dict:
@@ -104,7 +109,12 @@ def build_report(fwd: ForwardResult, dl: DelayResult, cp: CriticalPath, top: int
         "waiting_time": total_wait, "short_term": float(dl.short_term.sum()), "long_term": float(dl.long_term.sum()),
         "unexplained": dl.unexplained, "direct": float(dl.direct.sum()), "indirect": float(dl.indirect.sum()),
         "propagating": float(dl.waits["wait"][prop].sum()), "terminal": float(dl.waits["wait"][~prop].sum()),
-        "scaling": "s = 1/(sum(delta) + W), unclipped (seed 000, Algorithm 1)",
+        "scaling": ("s = 1/(sum(delta) + W); a point-to-point wait distributes min(omega, sum(delta) + W) "
+                    "(Scalasca 2.6: short-term factor clipped at 1)" if dl.options.scale == "scalasca" else
+                    "s = 1/(sum(delta) + W), unclipped (seed 000, Algorithm 1)"),
+        "families": ("long-term costs under the pattern of the wait at the end of the propagation chain (Scalasca 2.6)"
+                     if dl.options.family == "chain-end" else
+                     "long-term costs under the pattern of the wait they directly explain"),
         "interval_start": "end of the waiting time of the previous synchronisation with the same peer (a message "
                           "that produced a wait state) or communicator",
         "delays": "every call path: computation, and the non-waiting part of MPI calls as communication "
@@ -131,15 +141,28 @@ def build_report(fwd: ForwardResult, dl: DelayResult, cp: CriticalPath, top: int
 
     length = cp.length
     per_cp_path = cp.per_callpath
+    busy = cp.time.sum(axis=1)
     path = []
-    for c in [int(c) for c in np.argsort(-per_cp_path)[:top] if per_cp_path[c] > 0]:
+    # every call path on the path (largest first), then those off it that ran (largest activity first)
+    listed = sorted((c for c in range(len(per_cp_path)) if per_cp_path[c] > 0 or busy[c] > 0),
+                    key=lambda c: (-per_cp_path[c], -busy[c], c))
+    per_rank = lambda a: [float(x) for x in a]  # noqa: E731
+    for c in listed:
         e = cp_entry(c, cp.profile[c])
-        e.update(percent_of_path=100.0 * float(per_cp_path[c]) / length if length > 0 else 0.0,
+        e.update(on_path=bool(per_cp_path[c] > 0),
+                 percent_of_path=100.0 * float(per_cp_path[c]) / length if length > 0 else 0.0,
                  imbalance=float(cp.imbalance[c]), mean_time=float(cp.time[c].mean()),
+                 time_per_rank=per_rank(cp.time[c]),
+                 activity=float(cp.activity[c].sum()), activity_per_rank=per_rank(cp.activity[c]),
+                 non_critical=float(cp.non_critical[c].sum()), non_critical_per_rank=per_rank(cp.non_critical[c]),
                  imbalance_impact=float(cp.imbalance_impact[c].sum()),
+                 imbalance_impact_per_rank=per_rank(cp.imbalance_impact[c]),
                  inter_partition=float(cp.inter_partition[c].sum()),
-                 intra_partition=float(cp.intra_partition[c].sum()))
+                 inter_partition_per_rank=per_rank(cp.inter_partition[c]),
+                 intra_partition=float(cp.intra_partition[c].sum()),
+                 intra_partition_per_rank=per_rank(cp.intra_partition[c]))
         path.append(e)
+    segments = [[int(r), float(a), float(b)] for r, a, b in zip(cp.seg_rank, cp.seg_start, cp.seg_end)]
 
     instances = []
     t = ctx.time
@@ -147,8 +170,7 @@ def build_report(fwd: ForwardResult, dl: DelayResult, cp: CriticalPath, top: int
         rows = fwd.waits[fwd.waits["pattern"] == i]
         if len(rows) == 0:
             continue
-        worst = rows[np.argsort(-rows["wait"], kind="stable")[:min(top, 5)]]
-        for w in worst:
+        for w in rows[np.argsort(-rows["wait"], kind="stable")]:
             c = int(ctx.nest.callpath[w["op"]])
             instances.append({"pattern": pat.name, "seconds": float(w["wait"]), "rank": int(w["rank"]),
                               "enter_time": float(t[w["op"]]), "callpath": names[c], "where": _loc(where[c]),
@@ -159,9 +181,34 @@ def build_report(fwd: ForwardResult, dl: DelayResult, cp: CriticalPath, top: int
             "problem_found": bool(found), "root_causes": found, "min_share": min_share,
             "cpu_checked": cpu is not None, "notes": notes, "clock": clock,
             "clock_violations_after_correction": fwd.clock_violations,
-            "patterns": tree, "delay": {"classification": classification, "root_causes": causes},
-            "critical_path": {"length": length, "segments": int(len(cp.seg_rank)), "callpaths": path},
+            "clock_violations_before_correction": (clock_correction or {}).get("violations_before_correction"),
+            "clock_correction": clock_correction, "program_time": program_time,
+            "patterns": tree,
+            "delay": {"classification": classification, "root_causes": causes, "waits": wait_table(ctx, dl)},
+            "critical_path": {"length": length, "segments": int(len(cp.seg_rank)), "path": segments,
+                              "callpaths": path},
             "instances": instances}
+
+
+def wait_table(ctx, dl: DelayResult) -> list[dict]:
+    """Every wait state the delay analysis explained: ω, the waiting it distributed, ΣΔ and W of the
+    causer's interval, the scale s, Γ (the waiting it propagated), its direct and indirect parts.
+    In a canonical order (pattern, rank, enter time, causer), the same for the serial and parallel
+    replay."""
+    w = dl.waits
+    if dl.scale is None or len(w) == 0:
+        return []
+    enter = dl.enter if dl.enter is not None else ctx.time[w["op"]]
+    order = np.lexsort((-w["wait"], w["causer"], enter, w["rank"], w["pattern"]))
+    prop = dl.propagating
+    cols = {"seconds": w["wait"], "distributed": dl.distributed, "sum_delta": dl.sum_delta,
+            "wait_in_interval": dl.wait_in_interval, "scale": dl.scale, "gamma": dl.gamma, "direct": dl.direct,
+            "indirect": dl.indirect}
+    cols = {k: np.asarray(v, float)[order].tolist() for k, v in cols.items()}
+    pat, rank, causer = w["pattern"][order].tolist(), w["rank"][order].tolist(), w["causer"][order].tolist()
+    ent, pr = enter[order].tolist(), prop[order].tolist()
+    return [{"pattern": patterns.PATTERNS[pat[i]].name, "rank": rank[i], "enter_time": ent[i], "causer": causer[i],
+             **{k: v[i] for k, v in cols.items()}, "propagating": pr[i]} for i in range(len(order))]
 
 
 def write_json(report: dict, out) -> None:
@@ -236,13 +283,17 @@ def write_text(report: dict, out, top: int = 10) -> None:
     c = report["critical_path"]
     w(f"\nCritical path ({c['length']:.6f} s over {c['segments']} segments; imbalance = path time - mean time "
       f"per rank)\n")
-    for e in c["callpaths"][:top]:
+    for e in [e for e in c["callpaths"] if e["on_path"]][:top]:
         w(f"  {e['seconds']:10.6f} s {e['percent_of_path']:5.1f} %  imbalance {e['imbalance']:.6f} s  "
-          f"{e['callpath']}  {e['where']}\n")
+          f"impact {e['imbalance_impact']:.6f} s  {e['callpath']}  {e['where']}\n")
 
     if report["instances"]:
         w("\nMost severe instances\n")
+        shown: dict[str, int] = {}
         for i in report["instances"]:
+            shown[i["pattern"]] = shown.get(i["pattern"], 0) + 1
+            if shown[i["pattern"]] > min(top, 5):
+                continue
             cause = f", caused by rank {i['causer']}" if i["causer"] >= 0 else ""
             w(f"  {i['pattern']:<26} {i['seconds']:.6f} s  rank {i['rank']} at t={i['enter_time']:.6f}  "
               f"{i['callpath']}  {i['where']}{cause}\n")
