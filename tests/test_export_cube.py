@@ -27,7 +27,10 @@ def _read(path):
         nodes = list(walk(c.get_root_cnodes()[0]))
         for m in c.all_metrics():
             vals = c.get_metric_values(m)
-            out[m.name] = (m, {name: np.asarray(vals.cnode_values(cn), float) for cn, name in nodes})
+            per_path: dict = {}
+            for cn, name in nodes:          # one routine called from several sites: the sites summed
+                per_path[name] = per_path.get(name, 0) + np.asarray(vals.cnode_values(cn), float)
+            out[m.name] = (m, per_path)
         parent_of = {m.name: None for m in c.get_metrics()}
         stack = list(c.get_metrics())
         while stack:

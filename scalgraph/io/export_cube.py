@@ -50,6 +50,8 @@ class CubeData:
     cnode_parent: list[int]               # -1 for the root (exactly one)
     hosts: list[str]                      # per location (= MPI rank)
     attrs: dict = field(default_factory=dict)
+    cnode_line: list[int] | None = None   # call site (Cube shows it beside a callee called from several places)
+    cnode_mod: list[str] | None = None
 
 
 # --- the generic writer --------------------------------------------------------------------------
@@ -138,7 +140,10 @@ def cubex_bytes(data: CubeData) -> bytes:
 
     def cnode(v: int, depth: int) -> None:
         pad = " " * depth
-        out.append(f'{pad}<cnode id="{new_id[v]}" calleeId="{data.cnode_region[v]}">\n')
+        site = ""
+        if data.cnode_line is not None and data.cnode_line[v] > 0:
+            site = f' line="{int(data.cnode_line[v])}" mod={_attr(data.cnode_mod[v] if data.cnode_mod else "")}'
+        out.append(f'{pad}<cnode id="{new_id[v]}"{site} calleeId="{data.cnode_region[v]}">\n')
         for c in kids.get(v, []):
             cnode(c, depth + 1)
         out.append(f"{pad}</cnode>\n")
@@ -210,7 +215,8 @@ def cube_from_profile(psg: PSG, prof: RunProfile, source: str = "") -> CubeData:
     if len(hosts) != prof.nranks:
         hosts = ["localhost"] * prof.nranks
     return CubeData([time_m, visits], regions, region_of, list(psg.parent), hosts,
-                    {"scalgraph source": source, "scalgraph psg": psg.hash(), "processes": str(prof.nranks)})
+                    {"scalgraph source": source, "scalgraph psg": psg.hash(), "processes": str(prof.nranks)},
+                    cnode_line=[int(x) for x in psg.line_first], cnode_mod=list(psg.file))
 
 
 # --- a trace's replay ----------------------------------------------------------------------------
@@ -218,7 +224,8 @@ def cube_from_profile(psg: PSG, prof: RunProfile, source: str = "") -> CubeData:
 # scalgraph pattern key -> Scalasca's metric (uniq name, display name); grouping nodes Scalasca has and
 # scalgraph does not are added around them (mpi_communication, mpi_synchronization, mpi_management)
 SCALASCA_NAMES = {
-    "time": "time", "mpi": "mpi", "p2p": "mpi_point2point", "late_sender": "mpi_latesender",
+    "time": "time", "mpi": "mpi", "init_exit": "mpi_init_exit", "init_completion": "mpi_init_completion",
+    "wait_finalize": "mpi_finalize_wait", "p2p": "mpi_point2point", "late_sender": "mpi_latesender",
     "late_sender_wrong_order": "mpi_latesender_wo", "late_sender_wrong_order_different": "mpi_lswo_different",
     "late_sender_wrong_order_same": "mpi_lswo_same", "late_receiver": "mpi_latereceiver",
     "collective": "mpi_collective", "early_reduce": "mpi_earlyreduce", "early_scan": "mpi_earlyscan",
@@ -295,8 +302,9 @@ def cube_from_replay(patterns: list[dict], cube: np.ndarray, visits: np.ndarray,
                                       "one-sided wait states (no Scalasca metric), short- plus long-term",
                                       values=other_s + other_l)])
     cp_parent = list(cp_parent)
-    cp_region = list(cp_region)
-    regions = list(regions)
+    cp_line = [int(regions[r].get("begin", -1)) for r in cp_region]
+    cp_mod = [regions[cp_region[p]].get("file", "") if p >= 0 else "" for p in cp_parent]
+    regions, cp_region = _merge_mpi_regions(regions, list(cp_region))
     tops = [c for c, p in enumerate(cp_parent) if p < 0]
     extra = [m for m in roots if m.uniq not in ("time",)]
     metrics = [m for m in roots if m.uniq == "time"] + [visit, delay] + extra
@@ -304,9 +312,22 @@ def cube_from_replay(patterns: list[dict], cube: np.ndarray, visits: np.ndarray,
         regions.append({"name": "(trace)", "file": "", "paradigm": "user", "role": "artificial"})
         cp_parent = [ncp if p < 0 else p for p in cp_parent] + [-1]
         cp_region = cp_region + [len(regions) - 1]
+        cp_line, cp_mod = cp_line + [-1], cp_mod + [""]
         metrics = [_pad(m) for m in metrics]
     return CubeData(metrics, regions, cp_region, cp_parent, hosts,
-                    {"scalgraph source": source, "processes": str(nranks)})
+                    {"scalgraph source": source, "processes": str(nranks)}, cnode_line=cp_line, cnode_mod=cp_mod)
+
+
+def _merge_mpi_regions(regions: list[dict], cp_region: list[int]) -> tuple[list[dict], list[int]]:
+    """A trace has one MPI region per call site; Cube has one per MPI routine, the call site on the cnode."""
+    out, index, remap = [], {}, []
+    for r in regions:
+        key = ("mpi", r["name"]) if r.get("paradigm") == "mpi" else ("user", len(out), id(r))
+        if key not in index:
+            index[key] = len(out)
+            out.append({**r, "begin": -1, "end": -1} if key[0] == "mpi" else r)
+        remap.append(index[key])
+    return out, [remap[c] for c in cp_region]
 
 
 def _pad(m: CubeMetric) -> CubeMetric:
@@ -322,7 +343,7 @@ def _scalasca_groups(node: dict[str, CubeMetric]) -> None:
     time_m.children = [CubeMetric("execution", "Execution", "Execution time", values=time_m.values,
                                   children=[mpi])] + [c for c in time_m.children if c is not mpi]
     by = {c.uniq: c for c in mpi.children}
-    groups = [("mpi_management", "Management", "Time in MPI management calls", ["mpi_mgmt_win"]),
+    groups = [("mpi_management", "Management", "Time in MPI management calls", ["mpi_init_exit", "mpi_mgmt_win"]),
               ("mpi_synchronization", "Synchronization", "Time in MPI synchronisation calls",
                ["mpi_sync_collective", "mpi_rma_synchronization"]),
               ("mpi_communication", "Communication", "Time in MPI communication calls",

@@ -14,6 +14,7 @@ per-rank arrays: `time` (exclusive seconds), `time (inc)` (summed over the subtr
 """
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 
 import numpy as np
@@ -32,7 +33,9 @@ def vertex_label(psg: PSG, v: int) -> str:
     kind = psg.kind_name(v)
     if kind in ("FUNCTION", "CALL", "INDIRECT", "MPI"):
         return psg.name[v] or kind.lower()
-    return f"{kind.lower()} {psg.location(v)}"
+    f, a, b = psg.file[v], psg.line_first[v], psg.line_last[v]
+    where = f"{os.path.basename(f) or '?'}:{a}" if b in (0, a) else f"{os.path.basename(f) or '?'}:{a}-{b}"
+    return f"{kind.lower()} {where}"
 
 
 def vertex_frame(psg: PSG, v: int) -> dict:
