@@ -41,7 +41,18 @@ def definitions_to_json(trace: Trace) -> dict:
         "comms": {str(c): [int(m) for m in members] for c, members in trace.comms.items()},
         "windows": {str(w): int(c) for w, c in trace.windows.items()},
         "meta": trace.meta,
+        **({"program_begin": {str(r): float(t) for r, t in trace.program_begin.items()}}
+           if trace.program_begin else {}),
+        **({"program_end": {str(r): float(t) for r, t in trace.program_end.items()}} if trace.program_end else {}),
     }
+
+
+def program_span_from_json(defs: dict, where: str) -> dict:
+    """{"program_begin": {rank: seconds}, "program_end": {...}} as Trace keyword arguments."""
+    try:
+        return {k: {int(r): float(t) for r, t in defs.get(k, {}).items()} for k in ("program_begin", "program_end")}
+    except (TypeError, ValueError, AttributeError) as e:
+        raise UserError(f"{where}: malformed program begin/end times ({e}); re-export the trace") from None
 
 
 def definitions_from_json(defs: dict, where: str) -> tuple[list[Region], dict, dict, dict]:
@@ -141,7 +152,8 @@ def parse_binary(data: bytes | bytearray, where: str) -> Trace:
             pos += n * size
     else:
         raise UserError(f"{where}: unknown compression {compression!r}; convert it with the scalgraph that wrote it")
-    return Trace(regions=regions, comms=comms, events=events, windows=windows, meta=meta)
+    return Trace(regions=regions, comms=comms, events=events, windows=windows, meta=meta,
+                 **program_span_from_json(defs, where))
 
 
 def _decompress_blocks(body, pos: int, counts: list[int], block_sizes, where: str) -> list[np.ndarray]:
@@ -223,4 +235,5 @@ def read_binary_ranks(path: str | os.PathLike, lo: int, hi: int) -> tuple[Trace,
         for r in range(lo, hi):
             events[r] = np.frombuffer(raw, dtype=EVENT_DTYPE, count=int(counts[r]), offset=pos)
             pos += int(sizes[r])
-    return Trace(regions=regions, comms=comms, events=events, windows=windows, meta=meta), counts
+    return Trace(regions=regions, comms=comms, events=events, windows=windows, meta=meta,
+                 **program_span_from_json(defs, where)), counts

@@ -18,7 +18,7 @@ import os
 import numpy as np
 
 from scalgraph.errors import UserError
-from scalgraph.io.trace_binary import definitions_from_json, definitions_to_json
+from scalgraph.io.trace_binary import definitions_from_json, definitions_to_json, program_span_from_json
 from scalgraph.model.trace import EVENT_KINDS, Trace, make_events
 
 FORMAT_NAME = "scalgraph-trace"
@@ -74,7 +74,8 @@ def trace_from_json(doc, where: str = "<json>") -> Trace:
     region_index = {r.name: i for i, r in enumerate(regions)}
     events = [_rank_events(rank_events, rank, region_index, where)
               for rank, rank_events in enumerate(doc["events"])]
-    return Trace(regions=regions, comms=comms, events=events, windows=windows, meta=meta)
+    return Trace(regions=regions, comms=comms, events=events, windows=windows, meta=meta,
+                 **program_span_from_json(doc, where))
 
 
 def _rank_events(items, rank: int, region_index: dict[str, int], where: str) -> np.ndarray:

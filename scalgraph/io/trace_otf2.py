@@ -78,7 +78,9 @@ def is_otf2_anchor(head: bytes) -> bool:
 
 # --------------------------------------------------------------------------------------------- read
 
-def read_otf2(anchor: str | os.PathLike) -> Trace:
+def read_otf2(anchor: str | os.PathLike, ranks=None) -> Trace:
+    """The archive whose anchor file is `anchor`.  `ranks` (world ranks, e.g. a range): read only
+    the locations of these ranks, the others get no events (the parallel replay's own block)."""
     otf2 = _otf2()
     stem = pathlib.Path(anchor).stem
     with _quiet_stderr():
@@ -88,16 +90,53 @@ def read_otf2(anchor: str | os.PathLike) -> Trace:
         except Exception:    # the C library reports every malformed archive as a generic error
             raise UserError(f"{anchor}: not a readable OTF2 archive: its anchor file or global definitions "
                             f"({stem}.def) are missing or damaged") from None
-        return _read_archive(anchor, stem, reader, reader_cm)
+        return _read_archive(anchor, stem, reader, reader_cm, ranks)
 
 
-def _read_archive(anchor, stem, reader, reader_cm) -> Trace:
+def otf2_event_counts(anchor: str | os.PathLike) -> np.ndarray:
+    """Events per world rank as the location definitions say (no event is read)."""
+    from otf2.enums import GroupType, LocationType, Paradigm
+    otf2 = _otf2()
+    with _quiet_stderr():
+        try:
+            with otf2.reader.open(str(anchor)) as reader:
+                defs = reader.definitions
+                rank_of = _rank_map(defs, GroupType, LocationType, Paradigm)
+                counts = np.zeros(len(set(rank_of.values())), np.int64)
+                for loc in defs.locations:
+                    if loc._ref in rank_of:
+                        counts[rank_of[loc._ref]] += int(loc.number_of_events)
+                return counts
+        except Exception:
+            raise UserError(f"{anchor}: not a readable OTF2 archive: its anchor file or global definitions "
+                            f"are missing or damaged") from None
+
+
+class _Archive:
+    """What translating one location's records needs from the definitions."""
+
+    def __init__(self, anchor, defs, saved, rank_of, nranks, region_index, comms, comm_id, self_refs, win_id,
+                 win_members):
+        self.anchor, self.defs, self.saved, self.rank_of, self.nranks = anchor, defs, saved, rank_of, nranks
+        self.region_index, self.comms, self.comm_id, self.self_refs = region_index, comms, comm_id, self_refs
+        self.win_id, self.win_members = win_id, win_members
+        res = defs.clock_properties.timer_resolution
+        self.res = res
+        self.zero = saved.get("time_zero_ticks", defs.clock_properties.global_offset) if saved \
+            else defs.clock_properties.global_offset
+        # scalgraph's shim leaves COLL_BEGIN without communicator; Score-P archives and hand-made traces get one
+        self.begin_comm = saved.get("coll_begin_comm", True) if saved else True
+        self.self_base = max(comms, default=-1) + 1       # MPI_COMM_SELF of rank r becomes comm self_base + r
+        self.added = {k: set(saved.get(k, [])) for k in ("added_init", "added_finalize")} if saved else {}
+        self.region_keys = np.array(sorted(region_index), np.uint64)
+        self.region_vals = np.array([region_index[k] for k in sorted(region_index)], np.int64)
+
+
+def _read_archive(anchor, stem, reader, reader_cm, ranks=None) -> Trace:
     from otf2.enums import GroupType, LocationType, Paradigm
     try:
         defs = reader.definitions
         saved = _saved_meta(defs)
-        res = defs.clock_properties.timer_resolution
-        zero = saved.get("time_zero_ticks", defs.clock_properties.global_offset) if saved else defs.clock_properties.global_offset
         rank_of = _rank_map(defs, GroupType, LocationType, Paradigm)
         nranks = len(set(rank_of.values()))
         if nranks == 0:
@@ -105,16 +144,28 @@ def _read_archive(anchor, stem, reader, reader_cm) -> Trace:
         regions, region_index = _read_regions(defs, saved)
         comms, comm_id, self_comm_refs = _read_comms(defs, rank_of, GroupType, saved)
         windows, win_id, win_members = _read_windows(defs, comms, comm_id, saved)
-        raw = _raw_events(reader)
-        # scalgraph's shim leaves COLL_BEGIN without communicator; Score-P archives and hand-made traces get one
-        begin_comm = saved.get("coll_begin_comm", True) if saved else True
-        events, skipped = _translate(raw, anchor, nranks, rank_of, region_index, comms, comm_id, self_comm_refs,
-                                     win_id, win_members, zero, res, begin_comm)
-        meta = dict(saved.get("meta", {})) if saved else {"source": "otf2", "otf2_timer_resolution": res}
+        arc = _Archive(anchor, defs, saved, rank_of, nranks, region_index, comms, comm_id, self_comm_refs, win_id,
+                       win_members)
+        wanted = set(range(nranks)) if ranks is None else {r for r in ranks if 0 <= r < nranks}
+        locations = [loc for loc in defs.locations if rank_of.get(loc._ref) in wanted]
+        skipped = sum(int(loc.number_of_events) for loc in defs.locations if loc._ref not in rank_of)
+        events = [make_events(0) for _ in range(nranks)]
+        begin, end = {}, {}
+        for ref, raw in _location_records(reader, locations):
+            r = rank_of[ref]
+            events[r], b, e = _translate_rank(arc, r, raw)
+            if b is not None:
+                begin[r] = b
+            if e is not None:
+                end[r] = e
+        if saved and "nregions" in saved:
+            del regions[int(saved["nregions"]):]        # MPI_Init/Finalize added for scout only
+        meta = dict(saved.get("meta", {})) if saved else {"source": "otf2", "otf2_timer_resolution": arc.res}
         if skipped:
             meta["otf2_skipped_events"] = skipped
-        return Trace(regions=regions, comms=comms, events=events, windows=windows, meta=meta)
-    except UserError:
+        return Trace(regions=regions, comms=comms, events=events, windows=windows, meta=meta,
+                     program_begin=begin, program_end=end)
+    except (UserError, MemoryError):
         raise
     except Exception:
         raise UserError(f"{anchor}: OTF2 definitions or event data ({stem}/*.def, *.evt) are missing or damaged; "
@@ -123,186 +174,222 @@ def _read_archive(anchor, stem, reader, reader_cm) -> Trace:
         reader_cm.__exit__(None, None, None)
 
 
-# Raw record: (location ref, ticks, kind, region ref, peer in comm/window ranks, tag, comm or window ref,
-# bytes, bytes received, request).  Built straight from libotf2's callbacks: constructing otf2's event
-# objects costs several times more than the reading itself.
-_RAW = ("loc", "ticks", "kind", "region", "peer", "tag", "comm", "bytes", "bytes_recv", "request")
-_RAW_DTYPE = np.dtype([(name, "<u8" if name in ("loc", "ticks", "request") else "<i8") for name in _RAW])
-
-
-def _raw_events(reader) -> np.ndarray:
+def _location_records(reader, locations):
+    """(location ref, NATIVE_DTYPE records) per location, in the order it was recorded.  libotf2's
+    local event readers (one per location) apply the archive's ID mappings and clock offsets; the
+    records are collected in C (otf2_events.c) or, without a C compiler, by Python callbacks."""
+    import ctypes
     import _otf2
+    from scalgraph.io import otf2_native
+    if not locations:
+        return
+    if otf2_native.library() is None:
+        yield from _python_records(reader, locations)
+        return
+    h = reader._handle
+    for loc in locations:
+        _otf2.Reader_SelectLocation(h, loc._ref)
+    def_files = _try(_otf2.Reader_OpenDefFiles, h)
+    _try(_otf2.Reader_OpenEvtFiles, h)
+    try:
+        evt = {}
+        for loc in locations:
+            if def_files:
+                dr = _otf2.Reader_GetDefReader(h, loc._ref)
+                if dr:
+                    _otf2.Reader_ReadAllLocalDefinitions(h, dr)
+                    _otf2.Reader_CloseDefReader(h, dr)
+            evt[loc._ref] = _otf2.Reader_GetEvtReader(h, loc._ref)
+        if def_files:
+            _otf2.Reader_CloseDefFiles(h)
+        addr = ctypes.cast(h, ctypes.c_void_p).value
+        for loc in locations:
+            rec = otf2_native.read_location(addr, ctypes.cast(evt[loc._ref], ctypes.c_void_p).value,
+                                            int(loc.number_of_events))
+            _otf2.Reader_CloseEvtReader(h, evt.pop(loc._ref))
+            if rec is None:
+                raise ValueError("libotf2 could not read the events")
+            yield loc._ref, rec
+    finally:
+        for e in evt.values():
+            _otf2.Reader_CloseEvtReader(h, e)
+        _otf2.Reader_CloseEvtFiles(h)
+
+
+def _try(fn, *args) -> bool:
+    try:
+        fn(*args)
+        return True
+    except Exception:        # libotf2: no local definition files is not an error (the official example)
+        return False
+
+
+def _python_records(reader, locations):
+    """The same records through libotf2's global reader and Python callbacks (no C compiler)."""
+    import _otf2
+    from scalgraph.io.otf2_native import ACQUIRE_LOCK, NATIVE_DTYPE, PROGRAM_BEGIN, PROGRAM_END, REQUEST_LOCK
     rows: list[tuple] = []
-    NOREQ = UNDEFINED_U64
     add = rows.append
+    N, Q = UNDEFINED_U32, UNDEFINED_U64
+    lock = lambda typ: _TAG_SHARED if int(getattr(typ, "value", typ)) == 1 else _TAG_EXCLUSIVE  # noqa: E731
+    # (loc, ticks, bytes, bytes_recv, request, region, peer, tag, comm, kind)
     cb = {
-        "Enter": lambda loc, t, u, a, reg: add((loc, t, ENTER, reg, -1, 0, -1, 0, 0, NOREQ)),
-        "Leave": lambda loc, t, u, a, reg: add((loc, t, EXIT, reg, -1, 0, -1, 0, 0, NOREQ)),
-        "MpiSend": lambda loc, t, u, a, peer, comm, tag, n: add((loc, t, SEND, -1, peer, tag, comm, n, 0, NOREQ)),
-        "MpiIsend": lambda loc, t, u, a, peer, comm, tag, n, req: add((loc, t, ISEND, -1, peer, tag, comm, n, 0, req)),
-        "MpiRecv": lambda loc, t, u, a, peer, comm, tag, n: add((loc, t, RECV, -1, peer, tag, comm, n, 0, NOREQ)),
-        "MpiIrecv": lambda loc, t, u, a, peer, comm, tag, n, req: add((loc, t, IRECV, -1, peer, tag, comm, n, 0, req)),
-        "MpiIsendComplete": lambda loc, t, u, a, req: add((loc, t, ISEND_COMPLETE, -1, -1, 0, -1, 0, 0, req)),
-        "MpiIrecvRequest": lambda loc, t, u, a, req: add((loc, t, IRECV_REQUEST, -1, -1, 0, -1, 0, 0, req)),
-        "MpiRequestCancelled": lambda loc, t, u, a, req: add((loc, t, REQUEST_CANCELLED, -1, -1, 0, -1, 0, 0, req)),
-        "MpiCollectiveBegin": lambda loc, t, u, a: add((loc, t, COLL_BEGIN, -1, -1, 0, -1, 0, 0, NOREQ)),
-        "MpiCollectiveEnd": lambda loc, t, u, a, op, comm, root, n, m: add((loc, t, COLL_END, -1, root, 0, comm, n, m, NOREQ)),
-        "RmaPut": lambda loc, t, u, a, win, peer, n, mid: add((loc, t, RMA_PUT, -1, peer, 0, win, n, 0, mid)),
-        "RmaGet": lambda loc, t, u, a, win, peer, n, mid: add((loc, t, RMA_GET, -1, peer, 0, win, n, 0, mid)),
-        "RmaAtomic": lambda loc, t, u, a, win, peer, typ, n, m, mid: add((loc, t, RMA_ACC, -1, peer, 0, win, n, m, mid)),
-        "RmaSync": lambda loc, t, u, a, win, peer, typ: add((loc, t, RMA_SYNC, -1, peer, 0, win, 0, 0, NOREQ)),
-        # locks: the lock type becomes the RMA_SYNC tag, the lock id rides in `request` until _merge_locks
-        "RmaRequestLock": lambda loc, t, u, a, win, peer, lid, typ: add((loc, t, _RAW_REQUEST_LOCK, -1, peer,
-                                                                         _lock_tag(typ), win, 0, 0, lid)),
-        "RmaAcquireLock": lambda loc, t, u, a, win, peer, lid, typ: add((loc, t, _RAW_ACQUIRE_LOCK, -1, peer,
-                                                                         _lock_tag(typ), win, 0, 0, lid)),
-        "RmaReleaseLock": lambda loc, t, u, a, win, peer, lid: add((loc, t, RMA_SYNC, -1, peer, 0, win, 0, 0, NOREQ)),
+        "Enter": lambda loc, t, u, a, reg: add((loc, t, 0, 0, Q, reg, N, 0, N, ENTER)),
+        "Leave": lambda loc, t, u, a, reg: add((loc, t, 0, 0, Q, reg, N, 0, N, EXIT)),
+        "MpiSend": lambda loc, t, u, a, p, c, tag, n: add((loc, t, n, 0, Q, N, p, tag, c, SEND)),
+        "MpiIsend": lambda loc, t, u, a, p, c, tag, n, q: add((loc, t, n, 0, q, N, p, tag, c, ISEND)),
+        "MpiRecv": lambda loc, t, u, a, p, c, tag, n: add((loc, t, n, 0, Q, N, p, tag, c, RECV)),
+        "MpiIrecv": lambda loc, t, u, a, p, c, tag, n, q: add((loc, t, n, 0, q, N, p, tag, c, IRECV)),
+        "MpiIsendComplete": lambda loc, t, u, a, q: add((loc, t, 0, 0, q, N, N, 0, N, ISEND_COMPLETE)),
+        "MpiIrecvRequest": lambda loc, t, u, a, q: add((loc, t, 0, 0, q, N, N, 0, N, IRECV_REQUEST)),
+        "MpiRequestCancelled": lambda loc, t, u, a, q: add((loc, t, 0, 0, q, N, N, 0, N, REQUEST_CANCELLED)),
+        "MpiCollectiveBegin": lambda loc, t, u, a: add((loc, t, 0, 0, Q, N, N, 0, N, COLL_BEGIN)),
+        "MpiCollectiveEnd": lambda loc, t, u, a, op, c, root, n, m: add((loc, t, n, m, Q, N, root, 0, c, COLL_END)),
+        "RmaPut": lambda loc, t, u, a, w, p, n, mid: add((loc, t, n, 0, mid, N, p, 0, w, RMA_PUT)),
+        "RmaGet": lambda loc, t, u, a, w, p, n, mid: add((loc, t, n, 0, mid, N, p, 0, w, RMA_GET)),
+        "RmaAtomic": lambda loc, t, u, a, w, p, typ, n, m, mid: add((loc, t, n, m, mid, N, p, 0, w, RMA_ACC)),
+        "RmaSync": lambda loc, t, u, a, w, p, typ: add((loc, t, 0, 0, Q, N, p, 0, w, RMA_SYNC)),
+        "RmaRequestLock": lambda loc, t, u, a, w, p, lid, typ: add((loc, t, 0, 0, lid, N, p, lock(typ), w,
+                                                                     REQUEST_LOCK)),
+        "RmaAcquireLock": lambda loc, t, u, a, w, p, lid, typ: add((loc, t, 0, 0, lid, N, p, lock(typ), w,
+                                                                     ACQUIRE_LOCK)),
+        "RmaReleaseLock": lambda loc, t, u, a, w, p, lid: add((loc, t, 0, 0, Q, N, p, 0, w, RMA_SYNC)),
+        "ProgramBegin": lambda loc, t, u, a, name, n, args: add((loc, t, 0, 0, Q, N, N, 0, N, PROGRAM_BEGIN)),
+        "ProgramEnd": lambda loc, t, u, a, status: add((loc, t, status & (2**64 - 1), 0, Q, N, N, 0, N, PROGRAM_END)),
     }
-    handle = reader._get_global_evt_reader_handle(None)
+    handle = reader._get_global_evt_reader_handle(locations)
     cbs = _otf2.GlobalEvtReaderCallbacks_New()
     for name, fn in cb.items():
         getattr(_otf2, f"GlobalEvtReaderCallbacks_Set{name}Callback")(cbs, fn)
     _otf2.GlobalEvtReader_SetCallbacks(handle, cbs, None)
     _otf2.GlobalEvtReaderCallbacks_Delete(cbs)
-    # Batches become numpy rows at once, so Python tuples never hold more than one batch.
-    batch = 1 << 16
-    chunks = []
-    while True:
-        got = _otf2.GlobalEvtReader_ReadEvents(handle, batch)
-        chunks.append(np.array(rows, dtype=_RAW_DTYPE))
-        rows.clear()
-        if got < batch:
-            return _merge_locks(np.concatenate(chunks))
+    _otf2.GlobalEvtReader_ReadEvents(handle, UNDEFINED_U64)
+    dtype = np.dtype([("loc", "<u8")] + [(n, NATIVE_DTYPE.fields[n][0]) for n in NATIVE_DTYPE.names if n != "pad"])
+    table = np.array(rows, dtype=dtype)
+    rows.clear()
+    for loc in locations:
+        mine = table[table["loc"] == loc._ref]
+        rec = np.zeros(len(mine), NATIVE_DTYPE)
+        for n in dtype.names[1:]:
+            rec[n] = mine[n]
+        yield loc._ref, rec
 
 
-# Raw kinds of lock records before _merge_locks turns them into RMA_SYNC (outside EVENT_KINDS).
-_RAW_REQUEST_LOCK, _RAW_ACQUIRE_LOCK = 100, 101
 # OTF2 LockType (EXCLUSIVE 0, SHARED 1) <-> our RMA_SYNC tag of MPI_Win_lock (docs/rma-patterns.md)
 _TAG_EXCLUSIVE, _TAG_SHARED = 1, 2
 
 
-def _lock_tag(lock_type) -> int:
-    return _TAG_SHARED if int(getattr(lock_type, "value", lock_type)) == 1 else _TAG_EXCLUSIVE
-
-
-def _merge_locks(raw: np.ndarray) -> np.ndarray:
+def _merge_locks(rec: np.ndarray) -> np.ndarray:
     """One MPI_Win_lock is one RMA_SYNC: Score-P may record RmaRequestLock in the lock call and
-    RmaAcquireLock when the grant is seen; an acquire whose lock (location, window, target, lock id)
-    was requested before is the same lock and is dropped."""
-    is_lock = np.isin(raw["kind"], (_RAW_REQUEST_LOCK, _RAW_ACQUIRE_LOCK))
+    RmaAcquireLock when the grant is seen; an acquire whose lock (window, target, lock id) was
+    requested before on this location is the same lock and is dropped."""
+    from scalgraph.io.otf2_native import ACQUIRE_LOCK, REQUEST_LOCK
+    is_lock = np.isin(rec["kind"], (REQUEST_LOCK, ACQUIRE_LOCK))
     if not is_lock.any():
-        return raw
-    drop = np.zeros(len(raw), bool)
+        return rec
+    drop = np.zeros(len(rec), bool)
     requested = set()
     for i in np.flatnonzero(is_lock).tolist():
-        key = (int(raw["loc"][i]), int(raw["comm"][i]), int(raw["peer"][i]), int(raw["request"][i]))
-        if raw["kind"][i] == _RAW_REQUEST_LOCK:
+        key = (int(rec["comm"][i]), int(rec["peer"][i]), int(rec["request"][i]))
+        if rec["kind"][i] == REQUEST_LOCK:
             requested.add(key)
         elif key in requested:
             requested.discard(key)
             drop[i] = True
-    raw = raw[~drop]
-    lock = np.isin(raw["kind"], (_RAW_REQUEST_LOCK, _RAW_ACQUIRE_LOCK))
-    raw["kind"][lock] = RMA_SYNC
-    raw["request"][lock] = UNDEFINED_U64
-    return raw
+    rec = rec[~drop]
+    lock = np.isin(rec["kind"], (REQUEST_LOCK, ACQUIRE_LOCK))
+    rec["kind"][lock] = RMA_SYNC
+    rec["request"][lock] = UNDEFINED_U64
+    return rec
 
 
-def _lookup(mapping: dict[int, int], keys: np.ndarray, missing: int = -1) -> np.ndarray:
-    """Vectorised dict lookup for integer keys; `missing` where a key is absent."""
-    if not mapping:
-        return np.full(len(keys), missing, np.int64)
-    k = np.array(sorted(mapping), dtype=np.uint64)
-    v = np.array([mapping[x] for x in sorted(mapping)], dtype=np.int64)
-    pos = np.clip(np.searchsorted(k, keys), 0, len(k) - 1)
-    return np.where(k[pos] == keys, v[pos], missing)
-
-
-def _translate(raw, anchor, nranks, rank_of, region_index, comms, comm_id, self_comm_refs, win_id, win_members,
-               zero, res, begin_comm: bool):
-    """Raw records -> per-rank event arrays with world ranks and our communicator/window ids."""
-    cols = {name: raw[name] for name in _RAW}
-    rank = _lookup(rank_of, cols["loc"])
-    keep = rank >= 0
-    skipped = int((~keep).sum())
-    cols = {k: v[keep] for k, v in cols.items()}
-    rank = rank[keep]
-    kind = cols["kind"]
-    n = len(kind)
-    region = np.full(n, -1, np.int64)
+def _translate_rank(arc: _Archive, rank: int, rec: np.ndarray):
+    """One location's records -> (its EVENT_DTYPE events with world ranks and our communicator and
+    window ids, program begin time or None, program end time or None)."""
+    from scalgraph.io.otf2_native import PROGRAM_BEGIN, PROGRAM_END
+    rec = _merge_locks(rec)
+    kind = rec["kind"]
+    times_of = lambda sel: (rec["ticks"][sel].astype(np.int64) - np.int64(arc.zero)) / arc.res  # noqa: E731
+    pb, pe = np.flatnonzero(kind == PROGRAM_BEGIN), np.flatnonzero(kind == PROGRAM_END)
+    begin = float(times_of(pb[:1])[0]) if len(pb) else None
+    end = float(times_of(pe[-1:])[0]) if len(pe) else None
+    if len(pb) or len(pe):
+        rec = rec[(kind != PROGRAM_BEGIN) & (kind != PROGRAM_END)]
+        kind = rec["kind"]
+    if rank in arc.added.get("added_init", ()):
+        rec, kind = rec[2:], kind[2:]                 # the zero-length MPI_Init written for scout
+    if rank in arc.added.get("added_finalize", ()):
+        rec, kind = rec[:-2], kind[:-2]
+    n = len(rec)
+    ev = make_events(n)
+    ev["time"] = times_of(slice(None))
+    ev["kind"] = kind
     is_region = (kind == ENTER) | (kind == EXIT)
-    region[is_region] = _lookup(region_index, cols["region"][is_region].astype(np.uint64))
-    peer = np.full(n, -1, np.int64)
-    comm = np.full(n, -1, np.int64)
+    if is_region.any():
+        keys = rec["region"][is_region].astype(np.uint64)
+        k, v = arc.region_keys, arc.region_vals
+        pos = np.clip(np.searchsorted(k, keys), 0, max(len(k) - 1, 0))
+        ev["region"][is_region] = np.where(k[pos] == keys, v[pos], -1) if len(k) else -1
+    ev["tag"] = rec["tag"].astype(np.int64)
+    ev["bytes"] = rec["bytes"].view(np.int64)
+    ev["bytes_recv"] = rec["bytes_recv"].view(np.int64)
+    request = rec["request"].view(np.int64)
+    ev["request"] = np.where(request < 0, -1, request)        # OTF2_UNDEFINED_UINT64 and the like
+    crank = rec["peer"].astype(np.int64)
+    ref_col = rec["comm"]
     uses_comm = np.isin(kind, (SEND, ISEND, RECV, IRECV, COLL_END))
-    for ref in np.unique(cols["comm"][uses_comm]).tolist():
-        sel = uses_comm & (cols["comm"] == ref)
-        crank = cols["peer"][sel]
-        if ref in self_comm_refs:             # MPI_COMM_SELF: a one-member communicator per rank
-            base = max(comms, default=-1) + 1
-            for r in np.unique(rank[sel]).tolist():
-                comms[base + r] = [r]
-            comm[sel] = base + rank[sel]
-            peer[sel] = np.where(crank == UNDEFINED_U32, -1, rank[sel])
+    for ref in np.unique(ref_col[uses_comm]).tolist():
+        sel = uses_comm & (ref_col == ref)
+        cr = crank[sel]
+        if ref in arc.self_refs:                  # MPI_COMM_SELF: a one-member communicator per rank
+            arc.comms[arc.self_base + rank] = [rank]
+            ev["comm"][sel] = arc.self_base + rank
+            ev["peer"][sel] = np.where(cr == UNDEFINED_U32, -1, rank)
             continue
-        if ref not in comm_id:
-            raise UserError(f"{anchor}: events use communicator #{ref}, which is not defined as an MPI group")
-        cid = comm_id[ref]
-        members = np.asarray(comms[cid], np.int64)
-        undefined_root = (kind[sel] == COLL_END) & (crank == UNDEFINED_U32)
-        bad = ~undefined_root & ((crank < 0) | (crank >= len(members)))
+        if ref not in arc.comm_id:
+            raise UserError(f"{arc.anchor}: events use communicator #{ref}, which is not defined as an MPI group")
+        cid = arc.comm_id[ref]
+        members = np.asarray(arc.comms[cid], np.int64)
+        undefined_root = (kind[sel] == COLL_END) & (cr == UNDEFINED_U32)
+        bad = ~undefined_root & ((cr < 0) | (cr >= len(members)))
         if bad.any():
-            raise UserError(f"{anchor}: rank {int(crank[bad][0])} is outside communicator #{ref} of size {len(members)}")
-        comm[sel] = cid
-        peer[sel] = np.where(undefined_root, -1, members[np.clip(crank, 0, len(members) - 1)])
+            raise UserError(f"{arc.anchor}: rank {int(cr[bad][0])} is outside communicator #{ref} of size "
+                            f"{len(members)}")
+        ev["comm"][sel] = cid
+        ev["peer"][sel] = np.where(undefined_root, -1, members[np.clip(cr, 0, len(members) - 1)])
     is_rma = np.isin(kind, (RMA_PUT, RMA_GET, RMA_ACC, RMA_SYNC))
-    for ref in np.unique(cols["comm"][is_rma]).tolist():
-        sel = is_rma & (cols["comm"] == ref)
-        wid = win_id[ref]
-        members = np.asarray(win_members[wid], np.int64)
-        remote = cols["peer"][sel]
+    for ref in np.unique(ref_col[is_rma]).tolist():
+        sel = is_rma & (ref_col == ref)
+        wid = arc.win_id[ref]
+        members = np.asarray(arc.win_members[wid], np.int64)
+        remote = crank[sel]
         inside = (remote >= 0) & (remote < len(members))
-        comm[sel] = wid
-        peer[sel] = np.where(inside, members[np.clip(remote, 0, max(len(members) - 1, 0))] if len(members) else -1, -1)
-    request = cols["request"].view(np.int64)
-    request = np.where(request < 0, -1, request)        # OTF2_UNDEFINED_UINT64 and the like
-    times = (cols["ticks"].astype(np.int64) - np.int64(zero)) / res
-    order = np.argsort(rank, kind="stable")           # libotf2 delivers in time order; keep it per rank
-    counts = np.bincount(rank, minlength=nranks)
-    events = []
-    start = 0
-    for r in range(nranks):
-        idx = order[start:start + counts[r]]
-        start += counts[r]
-        ev = make_events(len(idx))
-        ev["time"] = times[idx]
-        ev["kind"] = kind[idx]
-        ev["region"] = region[idx]
-        ev["peer"] = peer[idx]
-        ev["tag"] = cols["tag"][idx]
-        ev["comm"] = comm[idx]
-        ev["bytes"] = cols["bytes"][idx]
-        ev["bytes_recv"] = cols["bytes_recv"][idx]
-        ev["request"] = request[idx]
-        # OTF2's COLLECTIVE_BEGIN has no communicator: give each BEGIN the one of its END
-        begins, ends = np.flatnonzero(ev["kind"] == COLL_BEGIN), np.flatnonzero(ev["kind"] == COLL_END)
-        if begin_comm and len(begins) == len(ends):
-            ev["comm"][begins] = ev["comm"][ends]
-        events.append(ev)
-    _restore_request_comms(events)
-    return events, skipped
+        ev["comm"][sel] = wid
+        ev["peer"][sel] = np.where(inside, members[np.clip(remote, 0, max(len(members) - 1, 0))]
+                                   if len(members) else -1, -1)
+    # OTF2's COLLECTIVE_BEGIN has no communicator: give each BEGIN the one of its END
+    begins, ends = np.flatnonzero(kind == COLL_BEGIN), np.flatnonzero(kind == COLL_END)
+    if arc.begin_comm and len(begins) == len(ends):
+        ev["comm"][begins] = ev["comm"][ends]
+    _restore_request_comm(ev)
+    return ev, begin, end
 
 
-def _restore_request_comms(events: list[np.ndarray]) -> None:
-    """OTF2's IRECV_REQUEST carries no communicator: give it the one of the IRECV completing it."""
-    from scalgraph.trace import matching
-    flat = matching.flatten(Trace(regions=[], comms={}, events=events))
-    pair = matching.match_requests(flat, IRECV_REQUEST, IRECV)
-    posts = np.flatnonzero((flat.ev["kind"] == IRECV_REQUEST) & (pair >= 0))
-    comm = flat.ev["comm"]
-    comm[posts] = comm[pair[posts]]
-    for r, ev in enumerate(events):
-        ev["comm"] = comm[flat.offsets[r]:flat.offsets[r + 1]]
+def _restore_request_comm(ev: np.ndarray) -> None:
+    """OTF2's IRECV_REQUEST carries no communicator: give it the one of the IRECV completing it (the
+    next IRECV of the same request id on this rank)."""
+    posts = np.flatnonzero(ev["kind"] == IRECV_REQUEST)
+    if len(posts) == 0:
+        return
+    done = np.flatnonzero(ev["kind"] == IRECV)
+    both = np.concatenate([posts, done])
+    order = np.lexsort((both, ev["request"][both]))     # by request id, then position
+    both = both[order]
+    nxt = np.append(both[1:], -1)
+    is_post = ev["kind"][both] == IRECV_REQUEST
+    ok = is_post & (nxt >= 0)
+    ok[ok] &= (ev["kind"][nxt[ok]] == IRECV) & (ev["request"][nxt[ok]] == ev["request"][both[ok]])
+    ev["comm"][both[ok]] = ev["comm"][nxt[ok]]
 
 
 @contextlib.contextmanager
@@ -357,11 +444,13 @@ def _read_regions(defs, saved: dict) -> tuple[list[Region], dict[int, int]]:
     name, file and line and differ only in their PSG vertex).  The vertex is the saved one of that
     definition, else the one in the description (see _region_descriptions)."""
     vertices = saved.get("region_vertices", []) if saved else []
+    files = saved.get("region_files", []) if saved else []
     regions, index = [], {}
     for i, r in enumerate(defs.regions):
         index[r._ref] = i
         vertex = int(vertices[i]) if i < len(vertices) else _vertex_in(_text(r.description))
-        regions.append(Region(name=r.name, file=_text(r.source_file), line=int(r.begin_line_number), vertex=vertex))
+        file = str(files[i]) if i < len(files) else _text(r.source_file)
+        regions.append(Region(name=r.name, file=file, line=int(r.begin_line_number), vertex=vertex))
     return regions, index
 
 
@@ -426,24 +515,33 @@ def write_otf2(trace: Trace, anchor: str | os.PathLike) -> None:
         raise UserError(f"{anchor}: an OTF2 archive of that name already exists; choose another name or remove it")
     archive_dir.mkdir(parents=True, exist_ok=True)
     n = trace.nranks
-    tmin = min((float(e["time"][0]) for e in trace.events if len(e)), default=0.0)
-    tmax = max((float(e["time"][-1]) for e in trace.events if len(e)), default=0.0)
+    starts = [float(e["time"][0]) for e in trace.events if len(e)] + list(trace.program_begin.values())
+    tmin = min(starts, default=0.0)
     zero = 0 if tmin >= 0 else int(np.ceil(-tmin * RESOLUTION))   # ticks are unsigned
+    regions = list(trace.regions)
+    init_idx = _find_or_add(regions, ("MPI_Init", "MPI_Init_thread"))
+    fin_idx = _find_or_add(regions, ("MPI_Finalize",))
+    entered = [set(e["region"][e["kind"] == ENTER].tolist()) for e in trace.events]
+    # scout needs MPI_Init and MPI_Finalize on every rank (synchronisation points of its root-cause
+    # and critical-path analyses): ranks without them get a zero-length call at their own first and
+    # last event, listed here so that reading the archive back removes them again
     saved = {"time_zero_ticks": zero, "comm_ids": sorted(trace.comms), "window_ids": sorted(trace.windows),
-             "region_vertices": [r.vertex for r in trace.regions], "meta": trace.meta,
+             "region_vertices": [r.vertex for r in trace.regions], "region_files": [r.file for r in trace.regions],
+             "nregions": len(trace.regions), "meta": trace.meta,
+             "added_init": [r for r in range(n) if not entered[r].intersection(init_idx)],
+             "added_finalize": [r for r in range(n) if not entered[r].intersection(fin_idx)],
              "coll_begin_comm": any(bool((e["comm"][e["kind"] == COLL_BEGIN] >= 0).any()) for e in trace.events)}
     try:
         saved_text = json.dumps(saved, separators=(",", ":"), allow_nan=False)
     except (TypeError, ValueError) as e:
         raise UserError(f"cannot write {anchor}: trace meta is not plain JSON ({e})") from None
-    regions = list(trace.regions)
-    init_idx = _find_or_add(regions, ("MPI_Init", "MPI_Init_thread"))
-    fin_idx = _find_or_add(regions, ("MPI_Finalize",))
     try:
         with otf2.writer.open(str(archive_dir), archive_name=name, timer_resolution=RESOLUTION) as w:
             d = w.definitions
             d.attribute(META_ATTRIBUTE, description=saved_text, type=Type.STRING)
-            node = d.system_tree_node("machine")
+            # Score-P's tree: a node of class "machine" above one of class "node" (scout looks for the machine)
+            machine = d.system_tree_node(str(trace.meta.get("machine", "scalgraph machine")), class_name="machine")
+            node = d.system_tree_node(str(trace.meta.get("host", "node 0")), class_name="node", parent=machine)
             groups = [d.location_group(f"MPI Rank {r}", location_group_type=LocationGroupType.PROCESS,
                                        system_tree_parent=node) for r in range(n)]
             locs = [d.location("Master thread", type=LocationType.CPU_THREAD, group=g) for g in groups]
@@ -460,9 +558,12 @@ def write_otf2(trace: Trace, anchor: str | os.PathLike) -> None:
             win_def = {wid: d.rma_win(f"window {wid}", comm=comm_def[trace.windows[wid]]) for wid in sorted(trace.windows)}
             region_def = [_region_def(d, r, text, Paradigm, RegionRole)
                           for r, text in zip(regions, _region_descriptions(regions))]
+            program = d._string(str(trace.meta.get("program", "program"))) \
+                if trace.program_begin or trace.program_end else None
             for rank in range(n):
-                _write_rank(w, locs[rank], trace, rank, region_def, comm_def, win_def,
-                            init_idx, fin_idx, tmin, tmax, zero, CollectiveOp, RmaAtomicType, RmaSyncType, LockType)
+                _write_rank(w, locs[rank], trace, rank, region_def, comm_def, win_def, init_idx[0], fin_idx[0],
+                            rank in saved["added_init"], rank in saved["added_finalize"], zero, program,
+                            CollectiveOp, RmaAtomicType, RmaSyncType, LockType)
     except UserError:
         shutil.rmtree(archive_dir / name, ignore_errors=True)
         anchor.unlink(missing_ok=True)
@@ -510,8 +611,8 @@ def _region_def(d, r: Region, description: str, Paradigm, RegionRole):
                     begin_line_number=r.line, end_line_number=r.line, paradigm=Paradigm.MPI, region_role=role)
 
 
-def _write_rank(w, loc, trace, rank, region_def, comm_def, win_def, init_idx, fin_idx, tmin, tmax, zero,
-                CollectiveOp, RmaAtomicType, RmaSyncType, LockType) -> None:
+def _write_rank(w, loc, trace, rank, region_def, comm_def, win_def, init_idx, fin_idx, add_init, add_finalize, zero,
+                program, CollectiveOp, RmaAtomicType, RmaSyncType, LockType) -> None:
     """One rank's events through libotf2's writer calls directly (otf2's event objects cost several
     times more than the writing); the bookkeeping otf2.EventWriter.write would do is done per rank."""
     import _otf2
@@ -524,19 +625,37 @@ def _write_rank(w, loc, trace, rank, region_def, comm_def, win_def, init_idx, fi
     comm_rank = {cid: {m: i for i, m in enumerate(members)} for cid, members in trace.comms.items()}
     win_rank = {wid: comm_rank.get(cid, {}) for wid, cid in trace.windows.items()}
     ticks = (np.rint(ev["time"] * RESOLUTION).astype(np.int64) + zero).tolist()
-    regions_entered = set(ev["region"][ev["kind"] == ENTER].tolist())
+    to_tick = lambda x: int(np.rint(x * RESOLUTION)) + zero     # noqa: E731
+    begin = to_tick(trace.program_begin[rank]) if rank in trace.program_begin else None
+    end = to_tick(trace.program_end[rank]) if rank in trace.program_end else None
     count = 0
-    first = last = None
+    stamps = []                                   # first and last timestamp written
     lock_id: dict[tuple[int, int], int] = {}      # (window, target) -> id of the open MPI_Win_lock
     lock_id_next = 0
-    if not regions_entered.intersection(init_idx):
-        first = t = int(round(tmin * RESOLUTION)) + zero
-        _otf2.EvtWriter_Enter(h, None, t, reg[init_idx[0]])
-        _otf2.EvtWriter_Leave(h, None, t, reg[init_idx[0]])
+
+    def write_program_begin():
+        _otf2.EvtWriter_ProgramBegin(h, None, begin, program._ref, 0, None)
+        stamps.append(begin)
+
+    if add_init:
+        t = ticks[0] if ticks else (begin if begin is not None else zero)
+        if begin is not None and begin <= t:
+            write_program_begin()
+            count, begin = count + 1, None
+        _otf2.EvtWriter_Enter(h, None, t, reg[init_idx])
+        _otf2.EvtWriter_Leave(h, None, t, reg[init_idx])
+        stamps.append(t)
         count += 2
     stack: list[int] = []
     for t, kind, region, peer, tag, comm, nbytes, nrecv, req in zip(
             ticks, *(ev[f].tolist() for f in ("kind", "region", "peer", "tag", "comm", "bytes", "bytes_recv", "request"))):
+        if begin is not None and begin <= t:
+            write_program_begin()
+            count, begin = count + 1, None
+        if end is not None and end < t:
+            _otf2.EvtWriter_ProgramEnd(h, None, end, 0)
+            stamps.append(end)
+            count, end = count + 1, None
         if kind == ENTER:
             stack.append(region)
             _otf2.EvtWriter_Enter(h, None, t, reg[region])
@@ -584,18 +703,24 @@ def _write_rank(w, loc, trace, rank, region_def, comm_def, win_def, init_idx, fi
             continue
         count += 1
     if ticks:
-        first = ticks[0] if first is None else first
-        last = ticks[-1]
-    if not regions_entered.intersection(fin_idx):
-        last = t = int(round(tmax * RESOLUTION)) + zero
-        first = t if first is None else first
-        _otf2.EvtWriter_Enter(h, None, t, reg[fin_idx[0]])
-        _otf2.EvtWriter_Leave(h, None, t, reg[fin_idx[0]])
+        stamps += [ticks[0], ticks[-1]]
+    if begin is not None:
+        write_program_begin()
+        count += 1
+    if add_finalize:
+        t = ticks[-1] if ticks else (stamps[-1] if stamps else zero)
+        _otf2.EvtWriter_Enter(h, None, t, reg[fin_idx])
+        _otf2.EvtWriter_Leave(h, None, t, reg[fin_idx])
+        stamps.append(t)
         count += 2
+    if end is not None:
+        _otf2.EvtWriter_ProgramEnd(h, None, end, 0)
+        stamps.append(end)
+        count += 1
     loc._number_of_events_written = count          # what EventWriter.write counts per event
-    if first is not None:
-        w._update_timestamps(first)                # and what it tracks for the clock properties
-        w._update_timestamps(last)
+    if stamps:
+        w._update_timestamps(min(stamps))          # and what it tracks for the clock properties
+        w._update_timestamps(max(stamps))
 
 
 def _in_region(trace: Trace, stack: list[int], name: str) -> bool:

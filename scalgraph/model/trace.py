@@ -44,7 +44,9 @@ class Region:
 
     @property
     def is_mpi(self) -> bool:
-        return self.file == "MPI" or self.name.upper().startswith("MPI_")
+        """Scalasca's rule (source file "MPI"); a region without a file counts by its MPI_ name.
+        A user function such as `mpi_commpattern_sendrecv` in app.c is not MPI."""
+        return self.file == "MPI" or (not self.file and self.name.startswith("MPI_"))
 
 
 @dataclass
@@ -54,6 +56,10 @@ class Trace:
     events: list[np.ndarray]                 # per world rank, EVENT_DTYPE, time non-decreasing
     windows: dict[int, int] = field(default_factory=dict)   # RMA window id -> communicator id
     meta: dict = field(default_factory=dict)  # clock offsets, timer resolution, program, psg hash...
+    # OTF2 ProgramBegin / ProgramEnd per world rank (seconds, same clock as the events), when the
+    # trace has them (Score-P writes them; the program runs before MPI_Init and after MPI_Finalize)
+    program_begin: dict[int, float] = field(default_factory=dict)
+    program_end: dict[int, float] = field(default_factory=dict)
 
     @property
     def nranks(self) -> int:
