@@ -1,0 +1,80 @@
+"""What-if in trace mode (scalgraph/trace/retime.py): re-timing a trace with a cause shortened,
+on literal traces whose new times are worked out by hand in the comments."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from scalgraph.trace.forward import build_context, forward_replay
+from scalgraph.trace.matching import callpath_names
+from scalgraph.trace.retime import retime, shrink_fractions, whatif_for_callpaths
+from tracebuild import Builder
+from test_trace_delay import figure3
+
+
+def context(b: Builder):
+    fwd = forward_replay(build_context(b.build()))
+    names = callpath_names(fwd.ctx.nest, fwd.ctx.trace.regions)
+    return fwd, {n: i for i, n in enumerate(names)}
+
+
+def end_times(ctx, new) -> list[float]:
+    off = ctx.flat.offsets
+    return [float(new[off[r + 1] - 1]) for r in range(ctx.nranks)]
+
+
+def test_figure3_with_a_g_brought_to_the_median():
+    """Seed 000 Figure 3; g takes 3 on A, 0 on B, 0.5 on C: the lower median 0.5, so A's g shrinks by
+    5/6 to 0.5 and A sends at 2.5.  B entered R3 at 2 and waited 3 for the send at 5, then took 1:
+    now max(2 + 4 - 3, 2.5 + min(1, 4)) = 3.5; B sends at 3.5 and ends 1 later, 4.5.  C entered R4 at
+    4 (it does not move), waited 2 for B's send at 6, took 0.5: now max(4 + 2.5 - 2, 3.5 + 0.5) = 4.5,
+    ends 0.5 later at 5.0.  A ends 2 after its send: 4.5.  The run: 7 -> 5, a gain of 2."""
+    fwd, cp = context(figure3())
+    ctx = fwd.ctx
+    frac = shrink_fractions(ctx, fwd.excl_time, [cp["main/g"]])
+    assert frac.tolist() == pytest.approx([5 / 6, 0.0, 0.0])
+    res = retime(ctx, [cp["main/g"]], frac)
+    assert end_times(ctx, res.time) == pytest.approx([4.5, 4.5, 5.0])
+    assert res.run_length == pytest.approx(7.0) and res.fixed_run_length == pytest.approx(5.0)
+    assert res.gain == pytest.approx(2.0)
+
+
+def test_nothing_shortened_gives_the_trace_back():
+    fwd, cp = context(figure3())
+    res = retime(fwd.ctx, [cp["main/g"]], np.zeros(3))
+    assert res.time == pytest.approx(fwd.ctx.time) and res.gain == 0.0
+
+
+def test_a_collective_waits_for_its_last_member_only():
+    """Rank 0 works 4, ranks 1 and 2 work 1; all enter an Allreduce that ends 0.1 after the last
+    entry (4.1).  Fixing rank 0's work (4 -> the median 1) makes everybody enter at 1: the
+    Allreduce ends at 1.1 everywhere, a gain of 3."""
+    b = Builder(3)
+    for r, w in enumerate((4.0, 1.0, 1.0)):
+        b.enter(r, 0, "main").work(r, 0, w, "solve").coll(r, w, 4.1, "MPI_Allreduce").exit(r, 4.1, "main")
+    fwd, cp = context(b)
+    info = whatif_for_callpaths(fwd.ctx, fwd.excl_time, [cp["main/solve"]])
+    assert info["gain"] == pytest.approx(3.0) and info["fixed_run_length"] == pytest.approx(1.1)
+    assert info["ranks_shortened"] == {"0": pytest.approx(0.75)}
+
+
+def test_a_broadcast_waits_for_its_root_and_the_root_for_nobody():
+    """Root 1 works 3 and broadcasts; ranks 0 and 2 work 1 and wait in MPI_Bcast until 3.2.  Fixing
+    the root (3 -> 1): every rank enters at 1 and leaves 0.2 after the root entered: 1.2."""
+    b = Builder(3)
+    for r, w in enumerate((1.0, 3.0, 1.0)):
+        b.enter(r, 0, "main").work(r, 0, w, "solve").coll(r, w, 3.2, "MPI_Bcast", root=1).exit(r, 3.2, "main")
+    fwd, cp = context(b)
+    res = retime(fwd.ctx, [cp["main/solve"]], shrink_fractions(fwd.ctx, fwd.excl_time, [cp["main/solve"]]))
+    assert end_times(fwd.ctx, res.time) == pytest.approx([1.2, 1.2, 1.2])
+
+
+def test_waiting_nobody_explains_stays():
+    """Rank 1 waits for rank 0's message, which rank 0 sends after working 2; shortening rank 1's own
+    work (it is not what anybody waited for) cannot move the receive: the run stays 3 long."""
+    b = Builder(2)
+    b.enter(0, 0, "main").work(0, 0, 2, "produce").send(0, 2, 2, dst=1).exit(0, 3, "main")
+    b.enter(1, 0, "main").work(1, 0, 1, "consume").recv(1, 1, 2.5, src=0).exit(1, 3, "main")
+    fwd, cp = context(b)
+    res = retime(fwd.ctx, [cp["main/consume"]], np.array([0.0, 0.5]))
+    assert end_times(fwd.ctx, res.time) == pytest.approx([3.0, 3.0]) and res.gain == pytest.approx(0.0)
