@@ -16,6 +16,7 @@ COMMANDS = {
     "detect": "find the source lines that cause scaling loss in an experiment",
     "trace": "analyse an event trace: wait states, delay costs, critical path",
     "export": "write an experiment or a trace for Hatchet/Thicket, Extra-P, Cube, OTF2 or Perfetto",
+    "report": "write the analysis of an experiment or a trace as one self-contained HTML page",
 }
 
 
