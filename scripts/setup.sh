@@ -25,6 +25,9 @@ if ! command -v mpif90.mpich >/dev/null 2>&1 && [ -z "${SCALGRAPH_MPIFC:-}${MPIF
 fi
 # otf2-print (Debian otf2-tools) is an independent OTF2 reader the tests check our archives with.
 if ! command -v otf2-print >/dev/null 2>&1; then need+=(otf2-tools); fi
+# a real browser for the HTML report's tests (Selenium drives headless chromium through chromedriver)
+if ! command -v chromium >/dev/null 2>&1; then need+=(chromium); fi
+if ! command -v chromedriver >/dev/null 2>&1; then need+=(chromium-driver); fi
 if [ ${#need[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
     echo "scalgraph setup: installing ${need[*]} (Debian) for Fortran support and OTF2 checks ..."
