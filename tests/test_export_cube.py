@@ -119,3 +119,23 @@ def test_hostile_names_stay_text(tmp_path, capsys):
     assert cli.main(["export", str(src), "--cube", str(out)]) == 0
     _, paths, _, _ = _read(out)
     assert ("main", "<script>alert(1)</script>\ufffd[2J&\ufffd") in paths
+
+
+def test_ranks_on_interleaved_hosts_keep_their_columns(tmp_path):
+    from scalgraph.io.export_cube import CubeData, CubeMetric, cubex_bytes
+    values = np.array([[1.0, 2.0, 3.0], [10.0, 20.0, 30.0]])       # [cnode, rank]
+    data = CubeData([CubeMetric("time", "Time", values=values)],
+                    [{"name": "main"}, {"name": "work"}], [0, 1], [-1, 0], ["a", "b", "a"])
+    out = tmp_path / "h.cubex"
+    out.write_bytes(cubex_bytes(data))
+    with pycubexr.CubexParser(out) as c:
+        machine = c._anchor_result.system_tree_nodes[0]
+        nodes = machine._system_tree_node_children
+        assert [n.name for n in nodes] == ["a", "b", "a"]          # rank order kept: 0 on a, 1 on b, 2 on a
+        groups = machine.all_location_groups()
+        assert [int(g.rank) for g in groups] == [0, 1, 2]
+        vals = c.get_metric_values(c.get_metric_by_name("time"))
+        root = c.get_root_cnodes()[0]
+        assert vals.cnode_values(root).tolist() == [1.0, 2.0, 3.0]
+        assert vals.cnode_values(root.get_children()[0]).tolist() == [10.0, 20.0, 30.0]
+        assert vals.cnode_values(root, convert_to_inclusive=True).tolist() == [11.0, 22.0, 33.0]

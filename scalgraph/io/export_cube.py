@@ -151,12 +151,17 @@ def cubex_bytes(data: CubeData) -> bytes:
     cnode(order[0], 1)
     out.append(" </program>\n <system>\n")
     out.append(' <systemtreenode Id="0">\n  <name>machine</name>\n  <class>machine</class>\n')
-    hosts = list(dict.fromkeys(data.hosts))
-    for h, host in enumerate(hosts, start=1):
+    # ranks in document order = location ids = data columns (readers such as pycubexr rely on the
+    # order): a node element per run of consecutive ranks on one host
+    runs: list[tuple[str, list[int]]] = []
+    for r, host in enumerate(data.hosts):
+        if runs and runs[-1][0] == host:
+            runs[-1][1].append(r)
+        else:
+            runs.append((host, [r]))
+    for h, (host, ranks) in enumerate(runs, start=1):
         out.append(f'  <systemtreenode Id="{h}">\n   <name>{_text(host)}</name>\n   <class>node</class>\n')
-        for r, rh in enumerate(data.hosts):
-            if rh != host:
-                continue
+        for r in ranks:
             out.append(f'   <locationgroup Id="{r}">\n    <name>MPI Rank {r}</name>\n    <rank>{r}</rank>\n'
                        f'    <type>process</type>\n    <location Id="{r}">\n     <name>Master thread</name>\n'
                        f'     <rank>0</rank>\n     <type>thread</type>\n    </location>\n   </locationgroup>\n')
