@@ -81,6 +81,10 @@ def test_trace_cube_has_scalasca_wait_states_and_delay_costs(tmp_path, capsys):
     assert metrics["delay_n2n"][1]["main", "solve"][0] == pytest.approx(4.0)
     assert metrics["delay_n2n"][1]["main", "MPI_Send"][0] == pytest.approx(0.5)
     assert _total(metrics, parent_of, "delay_mpi") == pytest.approx(8.5)
+    # the critical path runs on rank 0 through solve (5), MPI_Send (0.5), the Allreduce (0.5) to the end (7)
+    cp = metrics["critical_path"][1]
+    assert parent_of["critical_path"] is None and sum(v.sum() for v in cp.values()) == pytest.approx(7.0)
+    assert cp["main", "solve"].tolist() == pytest.approx([5.0, 0.0, 0.0])
 
 
 def test_experiment_cube_has_profile_metrics_per_rank(tmp_path, capsys):

@@ -196,6 +196,7 @@ def _cube_inputs(fwd, trace) -> dict:
     enter = np.flatnonzero(ctx.ev["kind"] == ENTER)
     ncp, p = ctx.ncallpaths, ctx.nranks
     visits = np.bincount(ctx.nest.callpath[enter] * p + ctx.flat.rank[enter], minlength=ncp * p).reshape(ncp, p)
+    from scalgraph.trace.critical_path import critical_path
     dr = delay_analysis(fwd)
     hosts = trace.meta.get("hosts")
     if not isinstance(hosts, list) or len(hosts) != p:
@@ -207,4 +208,4 @@ def _cube_inputs(fwd, trace) -> dict:
             "cp_region": ctx.nest.cp_region.tolist(),
             "regions": [{"name": r.name, "file": r.file, "begin": r.line or -1, "end": -1,
                          "paradigm": "mpi" if r.is_mpi else "user", "role": "function"} for r in ctx.trace.regions],
-            "hosts": [str(h) for h in hosts]}
+            "hosts": [str(h) for h in hosts], "critical_path": critical_path(fwd).profile}

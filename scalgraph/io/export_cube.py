@@ -257,10 +257,11 @@ _DELAY_DISP = {"latesender": "Late Sender", "latereceiver": "Late Receiver", "ba
 
 def cube_from_replay(patterns: list[dict], cube: np.ndarray, visits: np.ndarray, delay_short: np.ndarray,
                      delay_long: np.ndarray, cp_parent: list[int], cp_region: list[int], regions: list[dict],
-                     hosts: list[str], source: str = "") -> CubeData:
+                     hosts: list[str], source: str = "", critical_path: np.ndarray | None = None) -> CubeData:
     """patterns: the registry in order ({key, name, parent, description, unit}); cube: [pattern, cp, rank]
     severities; visits: [cp, rank]; delay_short / delay_long: [pattern, cp, rank] by the pattern of the wait
-    explained (rows beyond the last pattern with a cost may be missing)."""
+    explained (rows beyond the last pattern with a cost may be missing); critical_path: [cp, rank] time of
+    each call path on the critical path, on that rank."""
     ncp, nranks = visits.shape
     keys = [p["key"] for p in patterns]
     value = {k: cube[i] for i, k in enumerate(keys)}
@@ -313,6 +314,10 @@ def cube_from_replay(patterns: list[dict], cube: np.ndarray, visits: np.ndarray,
     tops = [c for c, p in enumerate(cp_parent) if p < 0]
     extra = [m for m in roots if m.uniq not in ("time",)]
     metrics = [m for m in roots if m.uniq == "time"] + [visit, delay] + extra
+    if critical_path is not None:
+        metrics.append(CubeMetric("critical_path", "Critical path", "Time of each call path on the critical "
+                                  "path (the chain of activities that set the run's length), on the rank it ran on",
+                                  values=critical_path))
     if len(tops) != 1:                      # Cube wants one root: put the trace's top-level regions under one
         regions.append({"name": "(trace)", "file": "", "paradigm": "user", "role": "artificial"})
         cp_parent = [ncp if p < 0 else p for p in cp_parent] + [-1]
