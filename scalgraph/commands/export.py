@@ -142,7 +142,7 @@ def _export_trace(path: pathlib.Path, args, wanted: dict[str, str]) -> None:
         if "perfetto" in wanted:
             from scalgraph.io import export_perfetto
             doc = export_perfetto.chrome_trace(**_perfetto_inputs(fwd), source=str(path))
-            export_write.write_new(wanted["perfetto"], json.dumps(doc, allow_nan=False), args.force)
+            export_write.write_new(wanted["perfetto"], json.dumps(doc, allow_nan=False, separators=(",", ":")), args.force)
         if "cube" in wanted:
             from scalgraph.io import export_cube
             data = export_cube.cube_from_replay(**_cube_inputs(fwd, trace), source=str(path))

@@ -29,36 +29,42 @@ def chrome_trace(nranks: int, region_names: list[str], region_is_mpi: list[bool]
                  messages: np.ndarray, waits: np.ndarray, pattern_names: list[str], source: str = "") -> dict:
     starts = [float(a.min()) for a in (slices["t0"], messages["t_send"], waits["t0"]) if len(a)]
     t0 = min(starts, default=0.0)
-    us = lambda t: round((float(t) - t0) * 1e6, 3)  # noqa: E731
+    us = lambda t: np.round((np.asarray(t, dtype=float) - t0) * 1e6, 3).tolist()  # noqa: E731
+
+    def span(a, b):
+        ts = np.round((a - t0) * 1e6, 3)
+        return ts.tolist(), np.maximum(np.round(np.round((b - t0) * 1e6, 3) - ts, 3), 0.0).tolist()
+
     ev: list[dict] = [{"ph": "M", "name": "process_name", "pid": PID, "tid": 0, "args": {"name": "MPI ranks"}}]
     for r in range(nranks):
         ev.append({"ph": "M", "name": "thread_name", "pid": PID, "tid": r, "args": {"name": f"rank {r}"}})
         ev.append({"ph": "M", "name": "thread_sort_index", "pid": PID, "tid": r, "args": {"sort_index": r}})
     body: list[tuple] = []      # (ts, -dur, order, event): parents before their children at equal start
-    for s in slices.tolist():
-        rank, region, a, b = s
-        ts, dur = us(a), max(round(us(b) - us(a), 3), 0.0)
+    cats = ["mpi" if m else "region" for m in region_is_mpi]
+    for rank, region, ts, dur in zip(slices["rank"].tolist(), slices["region"].tolist(), *span(slices["t0"], slices["t1"])):
         body.append((ts, -dur, 0, {"ph": "X", "name": region_names[region], "pid": PID, "tid": rank, "ts": ts,
-                                   "dur": dur, "cat": "mpi" if region_is_mpi[region] else "region"}))
-    for i, w in enumerate(waits.tolist()):
-        rank, pat, a, b, causer, tc = w
-        ts, dur = us(a), max(round(us(b) - us(a), 3), 0.0)
-        args = {"seconds": b - a, "causer rank": causer}
+                                   "dur": dur, "cat": cats[region]}))
+    seconds = (waits["t1"] - waits["t0"]).tolist()
+    for i, (rank, pat, causer, tc, sec, ts, dur) in enumerate(zip(
+            waits["rank"].tolist(), waits["pattern"].tolist(), waits["causer"].tolist(), us(waits["t_causer"]),
+            seconds, *span(waits["t0"], waits["t1"]))):
         body.append((ts, -dur, 1, {"ph": "X", "name": pattern_names[pat], "pid": PID, "tid": rank, "ts": ts,
-                                   "dur": dur, "cat": "wait_state", "cname": "terrible", "args": args}))
+                                   "dur": dur, "cat": "wait_state", "cname": "terrible",
+                                   "args": {"seconds": sec, "causer rank": causer}}))
         if causer >= 0:
             fid = f"w{i}"
-            body.append((us(tc), 0.0, 2, {"ph": "s", "name": "caused wait", "cat": "wait_cause", "id": fid,
-                                          "pid": PID, "tid": causer, "ts": us(tc)}))
+            body.append((tc, 0.0, 2, {"ph": "s", "name": "caused wait", "cat": "wait_cause", "id": fid,
+                                      "pid": PID, "tid": causer, "ts": tc}))
             body.append((ts, 0.0, 3, {"ph": "f", "bp": "e", "name": "caused wait", "cat": "wait_cause", "id": fid,
                                       "pid": PID, "tid": rank, "ts": ts}))
-    for i, m in enumerate(messages.tolist()):
-        src, dst, a, b, tag, nbytes = m
+    for i, (src, dst, a, b, tag, nbytes) in enumerate(zip(
+            messages["src"].tolist(), messages["dst"].tolist(), us(messages["t_send"]), us(messages["t_recv"]),
+            messages["tag"].tolist(), messages["bytes"].tolist())):
         fid = f"m{i}"
-        body.append((us(a), 0.0, 2, {"ph": "s", "name": "message", "cat": "message", "id": fid, "pid": PID,
-                                     "tid": src, "ts": us(a), "args": {"tag": tag, "bytes": nbytes, "to": dst}}))
-        body.append((us(b), 0.0, 3, {"ph": "f", "bp": "e", "name": "message", "cat": "message", "id": fid,
-                                     "pid": PID, "tid": dst, "ts": us(b)}))
+        body.append((a, 0.0, 2, {"ph": "s", "name": "message", "cat": "message", "id": fid, "pid": PID,
+                                 "tid": src, "ts": a, "args": {"tag": tag, "bytes": nbytes, "to": dst}}))
+        body.append((b, 0.0, 3, {"ph": "f", "bp": "e", "name": "message", "cat": "message", "id": fid,
+                                 "pid": PID, "tid": dst, "ts": b}))
     body.sort(key=lambda x: x[:3])
     ev.extend(e for *_, e in body)
     return {"traceEvents": ev, "displayTimeUnit": "ms",
