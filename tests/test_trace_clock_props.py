@@ -121,8 +121,11 @@ def test_clc_removes_every_violation_and_only_moves_forward(trace, offs, drs):
     params = ClockParams()
     out, report = correct_clocks(skewed, params)
     # 1. clock condition with minimum latency holds for every logical message
+    # (the correction runs when a receive lies before its send; a receive less than l_min after its
+    # send is no violation and alone starts no correction, but once it runs every message gets l_min)
     lm = clock.logical_messages(out, params)
-    assert len(find_violations(out, lm, l_min=params.l_min_p2p - 1e-12)) == 0
+    if report.corrected:
+        assert len(find_violations(out, lm, l_min=params.l_min_p2p - 1e-12)) == 0
     assert len(find_violations(out, lm)) == 0
     for before, after in zip(skewed.events, out.events):
         # 2. no event moves backwards;  3. strictly increasing per location

@@ -11,11 +11,18 @@ measured at init and finalize), then the controlled logical clock (CLC):
    N-to-1 (reduce, gather(v)): ENTERs of senders -> root EXIT; scan/exscan: ENTER_k (k <= l) ->
    EXIT_l.  Alltoallv/w, non-blocking and unknown collectives and size-1 communicators are
    internal events.  A logical message is a *sender set* (its max is what the receiver waits for).
-2. Forward amortisation in happened-before order: internal events
+2. Forward amortisation: internal events
    C_i = max(t_i, C_{i-1} + delta, C_{i-1} + gamma*(t_i - t_{i-1})), C_0 = t_0;
    a logical receive additionally C_i >= max(C(senders)) + l_min; the jump is
-   Delta_i = C_i - C^loc_i.  Between receives this recurrence is evaluated in closed form with a
-   cumulative maximum (numpy), so only receives cost a Python step.
+   Delta_i = C_i - C^loc_i.  Per location the recurrence has the closed form
+   C_i = A_i + max_{j <= i}(F_j - A_j), A = cumulative sum of the steps max(delta, gamma dt), F_j = t_j
+   or, at a receive, max(t_j, need_j): one cumulative maximum per location.  The receives' needs
+   depend on other locations' C, so the whole system (a longest-path problem over the
+   happened-before graph) is solved by fixed-point iteration from below, every round vectorised:
+   round k is exact for every event whose chain of binding corrections has at most k messages,
+   and the values only grow, so the first round that changes nothing gives the exact (least)
+   solution.  Real traces need a handful of rounds; a trace whose corrections chain through many
+   messages falls back to the exact event-by-event pass after MAX_ROUNDS.
 3. Backward amortisation, per location, over the corrected receives in forward order: a linear ramp
    of slope `slope` before each jump, made steeper where a logical send would otherwise pass its
    bound (min over its receivers of C(recv) - l_min), recursing on the part before that send.
@@ -132,67 +139,81 @@ class ClockReport:
 
 # ------------------------------------------------------------------------------------- edges
 
-def logical_messages(trace: tm.Trace, params: ClockParams = ClockParams()) -> LogicalMessages:
-    flat = matching.flatten(trace)
+def logical_messages(trace: tm.Trace, params: ClockParams = ClockParams(), flat=None) -> LogicalMessages:
+    flat = flat if flat is not None else matching.flatten(trace)
     nest = matching.match_regions(flat)
     msgs = matching.match_messages(flat, nest)
-    # p2p messages are the first sets, one sender each (vectorised); collectives are appended
+    # p2p messages are the first sets, one sender each; collectives are appended, vectorised over
+    # the instances of one kind on one communicator
     np2p = len(msgs.send_evt)
     sets: list[np.ndarray] = [msgs.send_evt.astype(np.int64)]
-    sizes: list[int] = []
-    kinds: list[int] = []
+    sizes: list[np.ndarray] = [np.ones(np2p, np.int64)]
+    kinds: list[np.ndarray] = [np.full(np2p, P2P, np.int8)]
     recv_evt: list[np.ndarray] = [msgs.recv_evt.astype(np.int64)]
     recv_set: list[np.ndarray] = [np.arange(np2p, dtype=np.int64)]
+    nsets = [np2p]
+
+    def add_block(kind: int, senders, s_mask, receivers, r_mask) -> None:
+        """One set per row: the masked senders -> the masked receivers (rows with none are skipped)."""
+        keep = s_mask.any(axis=1) & r_mask.any(axis=1)
+        if not keep.any():
+            return
+        senders, s_mask, receivers, r_mask = senders[keep], s_mask[keep], receivers[keep], r_mask[keep]
+        m = len(senders)
+        sets.append(senders[s_mask].astype(np.int64))
+        sizes.append(s_mask.sum(axis=1).astype(np.int64))
+        kinds.append(np.full(m, kind, np.int8))
+        recv_evt.append(receivers[r_mask].astype(np.int64))
+        recv_set.append(np.repeat(nsets[0] + np.arange(m), r_mask.sum(axis=1)))
+        nsets[0] += m
 
     def add(kind: int, senders, receivers) -> None:
-        senders = np.asarray(senders, np.int64)
-        receivers = np.asarray(receivers, np.int64)
-        if len(senders) == 0 or len(receivers) == 0:
-            return
-        sets.append(senders)
-        sizes.append(len(senders))
-        kinds.append(kind)
-        recv_evt.append(receivers)
-        recv_set.append(np.full(len(receivers), np2p + len(sizes) - 1, np.int64))
+        senders, receivers = np.asarray(senders, np.int64)[None, :], np.asarray(receivers, np.int64)[None, :]
+        add_block(kind, senders, np.ones(senders.shape, bool), receivers, np.ones(receivers.shape, bool))
 
     ev, partner = flat.ev, nest.partner
+    op_of_region = np.array([_op_name(trace, i) for i in range(len(trace.regions))] + [""], dtype=object)
     for inst in matching.match_collectives(flat, nest, trace.comms):
-        if len(inst.members) < 2:
+        size = len(inst.members)
+        if size < 2 or inst.end_evt.shape[0] == 0:
             continue
-        for k in range(inst.end_evt.shape[0]):
-            enters = inst.op[k]
-            if np.any(enters < 0):
-                continue                      # COLL_END outside any region: nothing to order
-            exits = partner[enters]
-            if np.any(exits < 0):
+        enters = inst.op
+        exits = partner[np.maximum(enters, 0)]
+        ok = np.all(enters >= 0, axis=1) & np.all(exits >= 0, axis=1)   # COLL_END outside a region: no order
+        ends = inst.end_evt
+        sent, got = ev["bytes"][ends] > 0, ev["bytes_recv"][ends] > 0
+        ops = op_of_region[ev["region"][np.maximum(enters[:, 0], 0)]]
+        col = np.arange(size)[None, :]
+        root_world = ev["peer"][ends[:, 0]]
+        root = np.array([np.flatnonzero(inst.members == r)[0] if np.any(inst.members == r) else -1
+                         for r in np.unique(root_world).tolist()], np.int64)
+        root_col = root[np.searchsorted(np.unique(root_world), root_world)] if len(root_world) else root_world
+        is_root = col == root_col[:, None]
+        every = np.ones((len(ops), size), bool)
+        for kind, names in ((BARRIER, {"barrier"}), (NXN, _NXN), (ONE_TO_N, _ONE_TO_N), (N_TO_ONE, _N_TO_ONE)):
+            sel = ok & np.isin(ops, list(names))
+            if kind in (ONE_TO_N, N_TO_ONE):
+                sel &= root_col >= 0
+            if not sel.any():
                 continue
-            op = _op_name(trace, int(ev["region"][enters[0]]))
-            ends = inst.end_evt[k]
-            sent, got = ev["bytes"][ends] > 0, ev["bytes_recv"][ends] > 0
-            if op == "barrier":
-                add(BARRIER, enters, exits)
-            elif op in _NXN:
-                add(NXN, enters[sent], exits[got])
-            elif op in _ONE_TO_N or op in _N_TO_ONE:
-                root_world = int(ev["peer"][ends[0]])
-                where = np.flatnonzero(inst.members == root_world)
-                if len(where) == 0:
-                    continue
-                root = int(where[0])
-                others = np.arange(len(inst.members)) != root
-                if op in _ONE_TO_N:
-                    add(ONE_TO_N, enters[root:root + 1], exits[others & got])
-                else:
-                    add(N_TO_ONE, enters[others & sent], exits[root:root + 1])
-            elif op in _SCAN:
-                for l in range(1, len(inst.members)):
-                    add(SCAN, enters[:l + 1], exits[l:l + 1])
+            e, x = enters[sel], exits[sel]
+            if kind == BARRIER:
+                add_block(BARRIER, e, every[sel], x, every[sel])
+            elif kind == NXN:
+                add_block(NXN, e, sent[sel], x, got[sel])
+            elif kind == ONE_TO_N:
+                add_block(ONE_TO_N, e, is_root[sel], x, ~is_root[sel] & got[sel])
+            else:
+                add_block(N_TO_ONE, e, ~is_root[sel] & sent[sel], x, is_root[sel])
+        for k in np.flatnonzero(ok & np.isin(ops, list(_SCAN))).tolist():
+            for l in range(1, size):
+                add(SCAN, enters[k, :l + 1], exits[k, l:l + 1])
     _add_init_finalize(trace, flat, nest, add)
-    size = np.concatenate((np.ones(np2p, np.int64), np.asarray(sizes, np.int64)))
+    size = np.concatenate(sizes)
     return LogicalMessages(
         set_members=np.concatenate(sets), set_ptr=np.concatenate(([0], np.cumsum(size))).astype(np.int64),
-        set_kind=np.concatenate((np.full(np2p, P2P, np.int8), np.asarray(kinds, np.int8))),
-        set_lmin=np.concatenate((np.full(np2p, params.l_min_p2p), np.full(len(sizes), params.l_min_coll))),
+        set_kind=np.concatenate(kinds),
+        set_lmin=np.where(np.concatenate(kinds) == P2P, params.l_min_p2p, params.l_min_coll),
         recv_evt=np.concatenate(recv_evt), recv_set=np.concatenate(recv_set))
 
 
@@ -298,8 +319,8 @@ def correct_clocks(trace: tm.Trace, params: ClockParams = ClockParams(), force: 
             if np.any(np.diff(ev["time"]) < 0):
                 raise UserError(f"rank {rank}: clock offset interpolation made time go backwards")
         out.meta.pop("clock_offsets", None)
-    lm = logical_messages(out, params)
     flat = matching.flatten(out)
+    lm = logical_messages(out, params, flat)
     report.violations = _violations(flat.ev["time"], flat, lm, 0.0)
     if len(report.violations) == 0 and not force:
         return out, report
@@ -316,9 +337,76 @@ def correct_clocks(trace: tm.Trace, params: ClockParams = ClockParams(), force: 
 
 
 _VECTOR_SEGMENT = 64     # below this many events a plain loop beats numpy's per-call overhead
+MAX_ROUNDS = 32          # fixed-point rounds before the event-by-event forward pass takes over
 
 
 def _forward(t: np.ndarray, flat, lm: LogicalMessages, p: ClockParams):
+    """Forward amortisation: corrected times and the jumps as (event, delta, pre-jump value r*),
+    in event order per location.  Vectorised fixed-point rounds (module docstring, step 2); the
+    event-by-event pass where they do not settle."""
+    out = _forward_rounds(t, flat, lm, p)
+    return out if out is not None else _forward_events(t, flat, lm, p)
+
+
+def _forward_rounds(t: np.ndarray, flat, lm: LogicalMessages, p: ClockParams, max_rounds: int = MAX_ROUNDS):
+    n = len(t)
+    off = flat.offsets
+    nonempty = [(int(a), int(b)) for a, b in zip(off[:-1], off[1:]) if b > a]
+    step = np.empty(n)
+    step[1:] = np.maximum(p.delta, p.gamma * np.diff(t))
+    acc = np.empty(n)
+    for a, b in nonempty:                              # A: per location, 0 at its first event
+        step[a] = 0.0
+        np.cumsum(step[a:b], out=acc[a:b])
+    # receives sorted by event, so each event's need is one reduceat over its sets
+    order = np.argsort(lm.recv_evt, kind="stable")
+    r_evt, r_set = lm.recv_evt[order], lm.recv_set[order]
+    uniq, first = np.unique(r_evt, return_index=True)
+    set_of_member = lm.set_ptr[:-1]
+    rank_of_uniq = flat.rank[uniq] if len(uniq) else np.zeros(0, np.int32)
+    floor = t.copy()
+    c = np.empty(n)
+    need = np.full(len(uniq), -np.inf)
+    nr = len(off) - 1
+    start = off[:-1].copy()                            # per rank: first event to recompute (end: clean)
+    ends = off[1:]
+    for _ in range(max_rounds + 1):
+        for r in np.flatnonzero(start < ends).tolist():
+            a, b = int(start[r]), int(ends[r])
+            base = acc[a:b]
+            seg = c[a:b]
+            np.subtract(floor[a:b], base, out=seg)
+            if a > off[r]:                                 # continue from the unchanged prefix
+                seg[0] = max(seg[0], c[a - 1] - acc[a - 1])
+            np.maximum.accumulate(seg, out=seg)
+            seg += base
+            np.maximum(seg, floor[a:b], out=seg)           # A + (F - A) can round below F
+        if len(uniq) == 0:
+            break
+        set_val = np.maximum.reduceat(c[lm.set_members], set_of_member) + lm.set_lmin
+        new = np.maximum.reduceat(set_val[r_set], first)
+        changed = np.flatnonzero(new > need)
+        if len(changed) == 0:
+            break
+        need[changed] = new[changed]
+        g = uniq[changed]
+        floor[g] = np.maximum(t[g], need[changed])
+        start = ends.copy()
+        np.minimum.at(start, rank_of_uniq[changed], g)   # changed receives are sorted: first per rank wins
+    else:
+        return None
+    # the jumps: receives whose need exceeded the local recurrence C^loc
+    if len(uniq) == 0:
+        return c, []
+    prev = np.maximum(uniq - 1, 0)
+    is_first = np.isin(uniq, off[:-1])
+    c_loc = np.where(is_first, t[uniq], np.maximum(t[uniq], c[prev] + step[uniq]))
+    jump = need > c_loc
+    g = uniq[jump]
+    return c, list(zip(g.tolist(), (need[jump] - c_loc[jump]).tolist(), c_loc[jump].tolist()))
+
+
+def _forward_events(t: np.ndarray, flat, lm: LogicalMessages, p: ClockParams):
     """Forward amortisation in happened-before order.  Returns corrected times and the jumps as
     (event, delta, pre-jump value r*), in event order per location.
 
