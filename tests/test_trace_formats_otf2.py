@@ -141,6 +141,7 @@ def write_scorep_like(anchor_dir) -> None:
         E = otf2.events
         ws = {world_rank: w.event_writer_from_location(loc) for world_rank, loc in enumerate(world_locs)}
         for r, out in ws.items():
+            out(E.ProgramBegin(off + 0, "app", ["app", "-n", "3"]))
             out(E.Enter(off + 0, main))
             out(E.Enter(off + 1, init))
             out(E.Leave(off + 2, init))
@@ -165,6 +166,7 @@ def write_scorep_like(anchor_dir) -> None:
         wk(E.Enter(off + 3, main)); wk(E.Leave(off + 4, main))
         for r, out in ws.items():
             out(E.Enter(off + 40, fin)); out(E.Leave(off + 41, fin)); out(E.Leave(off + 42, main))
+            out(E.ProgramEnd(off + 45 + r, 0))      # the program runs on after MPI_Finalize
 
 
 def test_reads_what_scorep_writes(tmp_path):
@@ -194,6 +196,93 @@ def test_reads_what_scorep_writes(tmp_path):
     self_end = r1[(r1["kind"] == tm.COLL_END)][-1]
     assert trace.comms[int(self_end["comm"])] == [1]         # MPI_COMM_SELF became rank 1's own comm
     assert r0["time"][0] == 0.0 and r0["time"][-1] == pytest.approx(42e-6)
+    # ProgramBegin/End are not events: they give each rank's program span
+    assert trace.program_begin == {0: 0.0, 1: 0.0, 2: 0.0}
+    assert trace.program_end == pytest.approx({0: 45e-6, 1: 46e-6, 2: 47e-6})
+    for fmt, name in (("binary", "t.sgt"), ("json", "t.json"), ("otf2", "again_traces.otf2")):
+        write_trace(trace, tmp_path / name, fmt)
+        assert_same(read_trace(tmp_path / name), trace)
+    # only some ranks: the parallel replay's block, read from their own locations
+    part = read_trace(tmp_path / "traces.otf2", ranks=range(1, 3))
+    assert len(part.events[0]) == 0 and part.program_begin.keys() == {1, 2}
+    for r in (1, 2):
+        assert np.array_equal(part.events[r], trace.events[r])
+    from scalgraph.io.trace_read import trace_event_counts
+    assert trace_event_counts(tmp_path / "traces.otf2").tolist() == [len(e) + 2 for e in trace.events]
+
+
+def test_python_callbacks_read_the_same_as_the_c_reader(tmp_path, monkeypatch):
+    """Without a C compiler the events come through libotf2's Python callbacks: same trace."""
+    from scalgraph.io import otf2_native
+    write_scorep_like(tmp_path)
+    native = read_trace(tmp_path / "traces.otf2")
+    monkeypatch.setattr(otf2_native, "library", lambda: None)
+    assert_same(read_trace(tmp_path / "traces.otf2"), native)
+    trace = rich_trace()
+    write_trace(trace, tmp_path / "rich_traces.otf2", "otf2")
+    assert_same(read_trace(tmp_path / "rich_traces.otf2"), trace)
+
+
+def _scenarios() -> list:
+    """Every hand-built trace the trace tests define: their module-level functions without required
+    parameters that return a Builder or a Trace, plus the parameterised builders at fixed sizes."""
+    import importlib
+    import inspect
+    import pathlib
+    found = []
+    for path in sorted(pathlib.Path(__file__).parent.glob("test_trace_*.py")):
+        mod = importlib.import_module(path.stem)
+        for name, fn in inspect.getmembers(mod, inspect.isfunction):
+            if fn.__module__ != mod.__name__ or name.startswith("test_"):
+                continue
+            sig = inspect.signature(fn)
+            returns = str(sig.return_annotation)
+            if ("Builder" in returns or "Trace" in returns) and \
+                    all(p.default is not p.empty for p in sig.parameters.values()):
+                found.append((f"{path.stem}.{name}", fn))
+    rma = importlib.import_module("test_trace_rma_props")
+    found += [("ring_trace", lambda: rma.ring_trace(4, 3))] + \
+             [(f"random_rma_trace({s})", lambda s=s: rma.random_rma_trace(s)) for s in range(3)]
+    return found
+
+
+def test_every_scenario_round_trips_json_otf2_identically(tmp_path):
+    """JSON -> OTF2 -> read gives the identical Trace (so the identical report) for every scenario the
+    trace tests build: nothing added for scout survives, nothing recorded is lost."""
+    done = []
+    for i, (name, make) in enumerate(_scenarios()):
+        built = make()
+        trace = built.build() if hasattr(built, "build") else built
+        for ev in trace.events:
+            ev["time"] = np.rint(ev["time"] * 1e9) / 1e9        # OTF2 holds whole nanoseconds
+        try:
+            write_trace(trace, tmp_path / f"{i}.json", "json")
+        except UserError:
+            continue                                 # a scenario of a refused trace
+        from_json = read_trace(tmp_path / f"{i}.json")
+        write_trace(from_json, tmp_path / f"scenario{i}.otf2", "otf2")
+        back = read_trace(tmp_path / f"scenario{i}.otf2")
+        try:
+            assert_same(back, from_json)
+        except AssertionError as e:
+            raise AssertionError(f"scenario {name}: {e}") from None
+        done.append(name)
+    assert len(done) >= 8, done
+
+
+def test_a_user_function_named_mpi_is_not_mpi(tmp_path):
+    """The APART suite's `mpi_commpattern_sendrecv` is computation (issue 11 item 7)."""
+    import otf2
+    from otf2.enums import Paradigm
+    assert not tm.Region("mpi_commpattern_sendrecv", "apart.c", 12).is_mpi
+    assert tm.Region("MPI_Send", "MPI").is_mpi and tm.Region("MPI_Send").is_mpi
+    trace = rich_trace()
+    trace.regions.append(tm.Region("mpi_commpattern_sendrecv", "apart.c", 12))
+    write_trace(trace, tmp_path / "traces.otf2", "otf2")
+    with otf2.reader.open(str(tmp_path / "traces.otf2")) as rd:
+        user = [r for r in rd.definitions.regions if r.name == "mpi_commpattern_sendrecv"]
+    assert len(user) == 1 and user[0].paradigm == Paradigm.USER and user[0].source_file == "apart.c"
+    assert_same(read_trace(tmp_path / "traces.otf2"), trace)
 
 
 def test_not_an_archive(tmp_path):
@@ -457,15 +546,20 @@ def test_real_traced_run_with_locks_and_one_line_calls_round_trips(tmp_path):
     assert_same(read_trace(tmp_path / "traces.otf2"), trace)
 
 
-def test_lock_of_unknown_type_reads_back_exclusive_with_the_same_contention(tmp_path):
+def test_lock_of_unknown_type_is_exclusive_in_otf2_and_reads_back_unknown(tmp_path):
+    """OTF2 has no unknown lock type: the record says exclusive (what the analysis assumes), and
+    scalgraph's attribute keeps the recorded 0, so the round trip stays identical."""
+    import otf2
     from test_trace_rma import lock_trace, replay
     from scalgraph.trace import patterns
     trace = lock_trace()
     for ev in trace.events:
         ev["tag"][ev["kind"] == tm.RMA_SYNC] = 0          # 0 = unknown, counted as exclusive
     back = lock_round_trip(tmp_path, trace)
-    tags = np.concatenate([ev["tag"][ev["kind"] == tm.RMA_SYNC] for ev in back.events])
-    assert sorted(tags.tolist()) == [0, 0, 1, 1]          # two locks (now exclusive, 1), two unlocks
+    assert_same(back, trace)
+    with otf2.reader.open(str(tmp_path / "traces.otf2")) as rd:
+        types = [str(e.lock_type) for _, e in rd.events if isinstance(e, otf2.events.RmaRequestLock)]
+    assert len(types) == 2 and all("EXCLUSIVE" in t for t in types)
     k = patterns.PATTERN_INDEX["rma_lock_contention"]
     assert np.array_equal(replay(trace).cube[k], replay(back).cube[k])
 

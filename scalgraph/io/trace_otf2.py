@@ -1,30 +1,34 @@
 """OTF2 traces through PyPI `otf2` (imported lazily): read what Score-P writes, write what Scalasca's
-scout accepts (rules measured in shared/notes/otf2-for-scalasca.md).
+scout accepts (rules measured in shared/notes/otf2-for-scalasca.md; docs/trace-formats.md).
 
-Reading translates communicator ranks to world ranks through the COMM_LOCATIONS group (the
-location order of MPI_COMM_WORLD) and the COMM_GROUP groups; without COMM_LOCATIONS, process
+Reading: definitions through `otf2`'s reader; events per location through libotf2's local event
+readers (which apply the archive's ID mappings and ClockOffset definitions, the first step of seed
+004's correction) into fixed-size C records (otf2_events.c, built at first use; libotf2's Python
+callbacks without a C compiler).  Only the locations of the ranks asked for are read
+(read_otf2(anchor, ranks)).  Communicator ranks become world ranks through the COMM_LOCATIONS group
+(the location order of MPI_COMM_WORLD) and the COMM_GROUP groups; without COMM_LOCATIONS, process
 location groups in definition order are the ranks.  Only the first CPU thread of each process is
 read (pure MPI); events of other threads are counted in meta["otf2_skipped_events"].  Times become
-seconds since the trace's global offset (or exactly what scalgraph wrote, see below); libotf2 has
-already applied Score-P's per-location ClockOffset definitions (linear offset interpolation, the
-first step of seed 004's correction).  OTF2's
+seconds since the trace's global offset (or exactly what scalgraph wrote).  ProgramBegin/ProgramEnd
+become Trace.program_begin/program_end; COLLECTIVE_END keeps its own time (COLL_END).  OTF2's
 COLLECTIVE_BEGIN and IRECV_REQUEST carry no communicator; they get the one of the COLL_END / IRECV
 that completes them.
 
-Writing emits: one PROCESS location group per rank with id = rank, one CPU_THREAD location each,
-one COMM_LOCATIONS group first, then one COMM_GROUP + COMM per communicator, MPI regions with
-source file "MPI" and their MPI names and Score-P roles, COLL_BEGIN before every COLL_END, a
-zero-length MPI_Init/MPI_Finalize at the global first/last time on ranks whose trace lacks them,
-timer resolution 1 ns.  Each region's description names its PSG vertex ("PSG vertex 12"), which also
-keeps regions apart that differ only in their vertex (otf2 merges equal definitions); regions are
-mapped by OTF2 reference, never by name.  RMA_SYNC inside MPI_Win_lock / MPI_Win_unlock is written
-as RmaRequestLock (lock type exclusive for tag 1 and 0 = unknown, shared for tag 2) / RmaReleaseLock;
-reading maps RmaRequestLock, RmaAcquireLock (once per lock) and RmaReleaseLock back to RMA_SYNC.
-Definitions OTF2 cannot hold (our communicator/window ids, PSG vertices, meta, the time origin,
-whether COLL_BEGIN carried a communicator) travel as JSON in the description of an attribute named
-"scalgraph", so a trace scalgraph wrote reads back identical (times are whole nanoseconds; a lock
-of unknown type, tag 0, reads back as exclusive, tag 1, which the analysis treats the same).
-meta["clock_offsets"] stays in that attribute (it is applied by scalgraph.trace.clock), not as OTF2 ClockOffset records.
+Writing emits what was recorded, plus what scout needs: one PROCESS location group per rank with
+id = rank under a system tree "machine" > "node" (Score-P's classes), one CPU_THREAD location each,
+one COMM_LOCATIONS group first, then one COMM_GROUP + COMM per communicator, MPI regions with source
+file "MPI", their MPI names and Score-P roles, timer resolution 1 ns; a rank without MPI_Init /
+MPI_Finalize gets a zero-length one at its own first / last event (scout's synchronisation points).
+Each region's description names its PSG vertex ("PSG vertex 12"), which also keeps regions apart
+that differ only in their vertex (otf2 merges equal definitions); regions are mapped by OTF2
+reference, never by name.  RMA_SYNC inside MPI_Win_lock / MPI_Win_unlock is written as
+RmaRequestLock (exclusive for tag 1 and 0 = unknown, shared for tag 2) / RmaReleaseLock; reading
+maps RmaRequestLock, RmaAcquireLock (once per lock) and RmaReleaseLock back to RMA_SYNC.
+What OTF2 cannot hold travels as JSON in the description of an attribute named "scalgraph": our
+communicator/window ids, PSG vertices and region files, meta, the time origin, which MPI_Init /
+MPI_Finalize calls were added (reading removes them), and per rank the event fields the records
+cannot carry (_unrepresented), so a trace scalgraph wrote reads back identical.
+meta["clock_offsets"] stays in that attribute (applied by scalgraph.trace.clock), not as OTF2 ClockOffset records.
 """
 from __future__ import annotations
 
@@ -38,7 +42,7 @@ import sys
 import numpy as np
 
 from scalgraph.errors import UserError
-from scalgraph.model.trace import (COLL_BEGIN, COLL_END, ENTER, EXIT, IRECV, IRECV_REQUEST, ISEND,
+from scalgraph.model.trace import (EVENT_DTYPE, COLL_BEGIN, COLL_END, ENTER, EXIT, IRECV, IRECV_REQUEST, ISEND,
                                    ISEND_COMPLETE, RECV, REQUEST_CANCELLED, RMA_ACC, RMA_GET, RMA_PUT,
                                    RMA_SYNC, SEND, Region, Trace, make_events)
 
@@ -254,7 +258,7 @@ def _python_records(reader, locations):
         "RmaAcquireLock": lambda loc, t, u, a, w, p, lid, typ: add((loc, t, 0, 0, lid, N, p, lock(typ), w,
                                                                      ACQUIRE_LOCK)),
         "RmaReleaseLock": lambda loc, t, u, a, w, p, lid: add((loc, t, 0, 0, Q, N, p, 0, w, RMA_SYNC)),
-        "ProgramBegin": lambda loc, t, u, a, name, n, args: add((loc, t, 0, 0, Q, N, N, 0, N, PROGRAM_BEGIN)),
+        "ProgramBegin": lambda loc, t, u, a, *name_args: add((loc, t, 0, 0, Q, N, N, 0, N, PROGRAM_BEGIN)),
         "ProgramEnd": lambda loc, t, u, a, status: add((loc, t, status & (2**64 - 1), 0, Q, N, N, 0, N, PROGRAM_END)),
     }
     handle = reader._get_global_evt_reader_handle(locations)
@@ -372,6 +376,8 @@ def _translate_rank(arc: _Archive, rank: int, rec: np.ndarray):
     if arc.begin_comm and len(begins) == len(ends):
         ev["comm"][begins] = ev["comm"][ends]
     _restore_request_comm(ev)
+    for f, (idx, values) in (arc.saved.get("exceptions", {}).get(str(rank), {}) if arc.saved else {}).items():
+        ev[f][np.asarray(idx, np.int64)] = values           # what the records could not hold
     return ev, begin, end
 
 
@@ -532,13 +538,12 @@ def write_otf2(trace: Trace, anchor: str | os.PathLike) -> None:
              "added_finalize": [r for r in range(n) if not entered[r].intersection(fin_idx)],
              "coll_begin_comm": any(bool((e["comm"][e["kind"] == COLL_BEGIN] >= 0).any()) for e in trace.events)}
     try:
-        saved_text = json.dumps(saved, separators=(",", ":"), allow_nan=False)
+        json.dumps(saved, separators=(",", ":"), allow_nan=False)
     except (TypeError, ValueError) as e:
         raise UserError(f"cannot write {anchor}: trace meta is not plain JSON ({e})") from None
     try:
         with otf2.writer.open(str(archive_dir), archive_name=name, timer_resolution=RESOLUTION) as w:
             d = w.definitions
-            d.attribute(META_ATTRIBUTE, description=saved_text, type=Type.STRING)
             # Score-P's tree: a node of class "machine" above one of class "node" (scout looks for the machine)
             machine = d.system_tree_node(str(trace.meta.get("machine", "scalgraph machine")), class_name="machine")
             node = d.system_tree_node(str(trace.meta.get("host", "node 0")), class_name="node", parent=machine)
@@ -560,10 +565,16 @@ def write_otf2(trace: Trace, anchor: str | os.PathLike) -> None:
                           for r, text in zip(regions, _region_descriptions(regions))]
             program = d._string(str(trace.meta.get("program", "program"))) \
                 if trace.program_begin or trace.program_end else None
+            saved["exceptions"] = {}
             for rank in range(n):
-                _write_rank(w, locs[rank], trace, rank, region_def, comm_def, win_def, init_idx[0], fin_idx[0],
-                            rank in saved["added_init"], rank in saved["added_finalize"], zero, program,
-                            CollectiveOp, RmaAtomicType, RmaSyncType, LockType)
+                sync_tags = _write_rank(w, locs[rank], trace, rank, region_def, comm_def, win_def, init_idx[0],
+                                        fin_idx[0], rank in saved["added_init"], rank in saved["added_finalize"],
+                                        zero, program, CollectiveOp, RmaAtomicType, RmaSyncType, LockType)
+                exc = _unrepresented(trace, rank, zero, saved["coll_begin_comm"], sync_tags)
+                if exc:
+                    saved["exceptions"][str(rank)] = exc
+            # global definitions are written when the archive closes, so this may come last
+            d.attribute(META_ATTRIBUTE, description=json.dumps(saved, separators=(",", ":")), type=Type.STRING)
     except UserError:
         shutil.rmtree(archive_dir / name, ignore_errors=True)
         anchor.unlink(missing_ok=True)
@@ -634,7 +645,7 @@ def _write_rank(w, loc, trace, rank, region_def, comm_def, win_def, init_idx, fi
     lock_id_next = 0
 
     def write_program_begin():
-        _otf2.EvtWriter_ProgramBegin(h, None, begin, program._ref, 0, None)
+        _otf2.EvtWriter_ProgramBegin(h, None, begin, program._ref, [])
         stamps.append(begin)
 
     if add_init:
@@ -647,8 +658,10 @@ def _write_rank(w, loc, trace, rank, region_def, comm_def, win_def, init_idx, fi
         stamps.append(t)
         count += 2
     stack: list[int] = []
-    for t, kind, region, peer, tag, comm, nbytes, nrecv, req in zip(
-            ticks, *(ev[f].tolist() for f in ("kind", "region", "peer", "tag", "comm", "bytes", "bytes_recv", "request"))):
+    sync_tags = {}                                # RMA_SYNC index -> the tag reading gives it back
+    for i, (t, kind, region, peer, tag, comm, nbytes, nrecv, req) in enumerate(zip(
+            ticks, *(ev[f].tolist() for f in ("kind", "region", "peer", "tag", "comm", "bytes", "bytes_recv",
+                                              "request")))):
         if begin is not None and begin <= t:
             write_program_begin()
             count, begin = count + 1, None
@@ -695,6 +708,7 @@ def _write_rank(w, loc, trace, rank, region_def, comm_def, win_def, init_idx, fi
                 lock_id[(comm, remote)] = lock_id_next = lock_id_next + 1
                 _otf2.EvtWriter_RmaRequestLock(h, None, t, wref[comm], remote, lock_id_next,
                                                LockType.SHARED if tag == _TAG_SHARED else LockType.EXCLUSIVE)
+                sync_tags[i] = _TAG_SHARED if tag == _TAG_SHARED else _TAG_EXCLUSIVE
             elif _in_region(trace, stack, "MPI_Win_unlock") and (comm, remote) in lock_id:
                 _otf2.EvtWriter_RmaReleaseLock(h, None, t, wref[comm], remote, lock_id.pop((comm, remote)))
             else:
@@ -721,6 +735,51 @@ def _write_rank(w, loc, trace, rank, region_def, comm_def, win_def, init_idx, fi
     if stamps:
         w._update_timestamps(min(stamps))          # and what it tracks for the clock properties
         w._update_timestamps(max(stamps))
+    return sync_tags
+
+
+# Fields an OTF2 record of each kind carries besides its time (the rest reads back as the default).
+_CARRIED = {ENTER: ("region",), EXIT: ("region",), SEND: ("peer", "tag", "comm", "bytes"),
+            RECV: ("peer", "tag", "comm", "bytes"), ISEND: ("peer", "tag", "comm", "bytes", "request"),
+            IRECV: ("peer", "tag", "comm", "bytes", "request"), ISEND_COMPLETE: ("request",),
+            IRECV_REQUEST: ("request",), REQUEST_CANCELLED: ("request",), COLL_BEGIN: (),
+            COLL_END: ("peer", "comm", "bytes", "bytes_recv"), RMA_PUT: ("peer", "comm", "bytes", "request"),
+            RMA_GET: ("peer", "comm", "bytes", "request"), RMA_ACC: ("peer", "comm", "bytes", "bytes_recv", "request"),
+            RMA_SYNC: ("peer", "comm")}
+
+
+def _unrepresented(trace: Trace, rank: int, zero: int, begin_comm: bool, sync_tags: dict) -> dict:
+    """What OTF2 records cannot hold of this rank's events (a time that is not a whole nanosecond,
+    the peer of our ISEND_COMPLETE, a tag on a collective, ...): {field: [indices, values]}, kept in
+    the scalgraph attribute so that reading gives the identical trace.  Computed as the difference
+    between the events and what the reader makes of the records."""
+    ev = trace.events[rank]
+    back = make_events(len(ev))
+    back["time"] = ((np.rint(ev["time"] * RESOLUTION).astype(np.int64) + zero) - zero) / RESOLUTION
+    back["kind"] = ev["kind"]
+    for kind, fields in _CARRIED.items():
+        sel = ev["kind"] == kind
+        for f in fields:
+            back[f][sel] = ev[f][sel]
+    back["region"][(ev["kind"] == EXIT) & (ev["region"] < 0)] = -2      # written as the region it closes
+    back["request"][back["request"] < 0] = -1                           # OTF2_UNDEFINED_UINT64
+    rma = np.flatnonzero(np.isin(ev["kind"], (RMA_PUT, RMA_GET, RMA_ACC, RMA_SYNC)))
+    for wid in np.unique(ev["comm"][rma]).tolist():
+        sel = rma[ev["comm"][rma] == wid]
+        members = trace.comms.get(trace.windows.get(wid, -1), [])
+        back["peer"][sel] = np.where(np.isin(ev["peer"][sel], members), ev["peer"][sel], -1)
+    if sync_tags:
+        back["tag"][list(sync_tags)] = list(sync_tags.values())
+    begins, ends = np.flatnonzero(ev["kind"] == COLL_BEGIN), np.flatnonzero(ev["kind"] == COLL_END)
+    if begin_comm and len(begins) == len(ends):
+        back["comm"][begins] = back["comm"][ends]
+    _restore_request_comm(back)
+    out = {}
+    for f in EVENT_DTYPE.names:
+        idx = np.flatnonzero(back[f] != ev[f])
+        if len(idx):
+            out[f] = [idx.tolist(), ev[f][idx].tolist()]
+    return out
 
 
 def _in_region(trace: Trace, stack: list[int], name: str) -> bool:
