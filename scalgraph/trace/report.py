@@ -37,8 +37,10 @@ def _where(fwd: ForwardResult) -> list[dict]:
         outer = out[par] if par >= 0 else {"file": "", "line": 0, "vertex": -1, "region": ""}
         if r is not None and r.line > 0 and not mpi_names.is_mpi_region(r):
             out.append({"file": r.file, "line": r.line, "vertex": r.vertex, "region": r.name})
-        elif r is not None and r.line > 0 and outer["file"]:
-            out.append({"file": outer["file"], "line": r.line, "vertex": r.vertex, "region": r.name})
+        elif r is not None and r.line > 0 and (outer["file"] or r.file not in ("", "MPI")):
+            # an MPI call site: its own line and vertex, in its own file or the caller's
+            out.append({"file": r.file if r.file not in ("", "MPI") else outer["file"], "line": r.line,
+                        "vertex": r.vertex, "region": r.name})
         else:
             out.append({**outer, "region": r.name if r else outer["region"]})
     return out
@@ -216,6 +218,15 @@ def write_json(report: dict, out) -> None:
     out.write("\n")
 
 
+def _subtree(tree: list[dict], key: str) -> set[str]:
+    """Keys of a pattern and all its descendants."""
+    out = {key}
+    for p in tree:                      # parents come before their children in the tree
+        if p["parent"] in out:
+            out.add(p["key"])
+    return out
+
+
 def _s(x: float) -> str:
     return f"{x:10.6f} s"
 
@@ -246,8 +257,12 @@ def write_text(report: dict, out, top: int = 10) -> None:
 
     w("\nWait states (pattern tree; inclusive seconds, % of total time; top call paths and ranks)\n")
     depth = {None: -1}
+    one_sided = _subtree(report["patterns"], "rma") | _subtree(report["patterns"], "rma_pairwise_sync")
+    hidden = [p for p in report["patterns"] if p["key"] in one_sided and p["seconds"] == 0]
     for p in report["patterns"]:
         depth[p["key"]] = depth[p["parent"]] + 1
+        if p in hidden:                 # one-sided patterns: only what is non-zero (summary line below)
+            continue
         ind = "  " * depth[p["key"]]
         value = _s(p["seconds"]) if p["unit"] == "sec" else f"{p['seconds']:10.0f} {p['unit']}"
         w(f"  {ind}{p['name']:<{34 - len(ind)}} {value} {p['percent']:6.2f} %\n")
@@ -262,6 +277,11 @@ def write_text(report: dict, out, top: int = 10) -> None:
             r = c["ranks"]
             w(f"  {ind}    {c['seconds']:.6f} s  {c['callpath']}  {c['where']}  "
               f"(max {r['max']:.6f} s on rank {r['max_rank']}, mean {r['mean']:.6f} s)\n")
+
+    if hidden:
+        n = sum(1 for p in report["patterns"] if p["key"] in one_sided)
+        w(f"  one-sided (RMA): {n} patterns checked, {n - len(hidden)} non-zero "
+          f"({'none shown: no RMA time' if len(hidden) == n else 'the zero ones not shown'})\n")
 
     d = report["delay"]
     cl = d["classification"]
