@@ -124,6 +124,14 @@ def header_cdef() -> str:
     return m.group(1)
 
 
+def shim_link_args(mpicc: str | None = None) -> list[str]:
+    """What sgcc puts on a link line: the static shim by default, so the executable needs nothing
+    from the cache at run time; SCALGRAPH_SHIM=shared links the shared one (smaller executables,
+    but they only run where the cache directory is)."""
+    shared = os.environ.get("SCALGRAPH_SHIM", "static") == "shared"
+    return link_flags(shim_library(mpicc, static=not shared))
+
+
 def link_flags(lib: pathlib.Path) -> list[str]:
     """Arguments that put the shim on a link line (before libmpi, which mpicc appends last)."""
     return [str(lib)] if lib.suffix == ".a" else [str(lib), f"-Wl,-rpath,{lib.parent}"]

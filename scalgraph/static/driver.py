@@ -23,6 +23,7 @@ from pathlib import Path
 
 from scalgraph.errors import UserError
 from scalgraph.static.args import TAKES_VALUE, Invocation, Source, expand_response_files, parse_args
+from scalgraph.static.guards import check_outputs, wrapper_guard
 from scalgraph.static.toolchain import Compiler, Toolchain, find_compiler, find_toolchain
 
 PROGRAM_NAMES = {"c": "sgcc", "c++": "sgcxx", "fortran": "sgfort"}
@@ -46,7 +47,8 @@ def main(lang: str, argv: list[str]) -> int:
     """Run one wrapper call; never shows a traceback (SCALGRAPH_DEBUG=1 does, for bug reports)."""
     prog = PROGRAM_NAMES[lang]
     try:
-        return build(lang, argv)
+        with wrapper_guard(prog):        # MPICC=sgcc and the like must not start us again
+            return build(lang, argv)
     except UserError as e:
         print(f"{prog}: {e}", file=sys.stderr)
         return e.exit_code
@@ -64,6 +66,8 @@ def main(lang: str, argv: list[str]) -> int:
 def build(lang: str, argv: list[str]) -> int:
     argv = expand_response_files(argv)
     inv = parse_args(argv)
+    if inv.mode in ("link", "compile"):
+        check_outputs(inv.output, [s.path for s in inv.sources] + inv.link_inputs, PROGRAM_NAMES[lang])
     tc = find_toolchain(lang)
     if inv.mode == "show":
         print(shlex.join(show_command(tc, argv)))
@@ -263,12 +267,12 @@ def link(tc: Toolchain, inv: Invocation, objects: list[str], tmp: str, instrumen
                   "-o", tmp_exe])
         if rc:
             return rc
-        if psg is not None:
-            write_atomically(exe + ".psg.json", json.dumps(psg.to_dict(), separators=(",", ":")).encode())
         try:
             os.replace(tmp_exe, exe)
         except OSError as e:
             raise UserError(f"cannot write {exe}: {e.strerror}") from None
+        if psg is not None:      # after the executable: its own section is what counts (.psg.json is a copy)
+            write_atomically(exe + ".psg.json", json.dumps(psg.to_dict(), separators=(",", ":")).encode())
     finally:
         if os.path.exists(tmp_exe):
             os.unlink(tmp_exe)
@@ -297,8 +301,9 @@ def shim_link_flags(tc: Toolchain) -> list[str]:
         raise UserError("the scalgraph runtime shim is not part of this installation: reinstall scalgraph, "
                         "or build with SCALGRAPH_NO_INSTRUMENT=1") from None
     use_our_clang_in_mpi_wrapper()
-    lib = str(shim_library(tc.shim_mpicc))
-    return [lib, f"-Wl,-rpath,{os.path.dirname(lib)}"]
+    # static: the program then runs wherever the plain one runs (no path into ~/.cache in it)
+    from scalgraph.runtime.shim import shim_link_args
+    return shim_link_args(tc.shim_mpicc)
 
 
 def use_our_clang_in_mpi_wrapper() -> None:

@@ -363,14 +363,19 @@ def tables_c_source(psg: PSG, builder: _Builder) -> str:
               "static uint32_t * const sg_fid_slots[] = {" +
               (", ".join(f"&{s}" for s in symbols) or "0") + "};",
               f'static const char sg_psg_hash[] = "{psg.hash()}";',
-              '__attribute__((used, section(".scalgraph.psgfull"))) static const char sg_psg_full[] =',
+              # retain (SHF_GNU_RETAIN) and the reference in the constructor below: linkers that
+              # collect unreferenced sections (zig's lld does by default) must keep the PSG
+              '__attribute__((used, retain, section(".scalgraph.psgfull"))) static const char sg_psg_full[] =',
               _c_string(full) + ";",
               "static const struct sg_psg_tables sg_tables = {",
               f"    sg_psg_hash, {len(psg)}u, {len(symbols)}u, {len(psg.inst_func)}u,",
               "    sg_inst_base, sg_inst_func, sg_inst_vid, sg_inst_callee, sg_func_default_inst,",
               "    sg_fid_slots, sg_vertex_kind",
               "};",
-              "__attribute__((constructor)) static void sg_psg_tables_register(void) { sg_register_psg(&sg_tables); }",
+              "__attribute__((constructor)) static void sg_psg_tables_register(void) {",
+              '    __asm__ volatile("" : : "r"(sg_psg_full));',
+              "    sg_register_psg(&sg_tables);",
+              "}",
               ""]
     return "\n".join(lines)
 
@@ -382,14 +387,15 @@ def _array(ctype: str, name: str, values) -> str:
 
 
 def _c_string(text: str) -> str:
+    """A C string literal of the UTF-8 bytes of `text` (non-ASCII as octal escapes, byte for byte)."""
     tokens = []
-    for ch in text:
-        o = ord(ch)
+    for o in text.encode("utf-8", "surrogateescape"):
+        ch = chr(o)
         if ch in '"\\?':
             tokens.append("\\" + ch)
         elif 32 <= o < 127:
             tokens.append(ch)
         else:
-            tokens.append(f"\\{o & 0xFF:03o}")
+            tokens.append(f"\\{o:03o}")
     rows = ["".join(tokens[i:i + 100]) for i in range(0, len(tokens), 100)]
     return "\n".join(f'    "{r}"' for r in rows) or '    ""'
