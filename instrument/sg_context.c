@@ -2,17 +2,58 @@
  * stack) and the resolution of the current PSG vertex. */
 #include "sg_internal.h"
 #include "sg_trace.h"
+#include <pthread.h>
 #include <stddef.h>
+#include <sys/mman.h>
 
 /* initial-exec: the probes in the executable store into it with one instruction */
 __thread uint32_t sg_cur __attribute__((tls_model("initial-exec"))) = 0;
 
 static SG_TLS struct sg_thread *self_;
 static struct sg_thread pool_[SG_MAX_THREADS];
+/* the last resort if even mmap fails: shared, so calls on it may be taken for nested ones */
 static struct sg_thread untracked_ = {.inst = -1, .tracked = 0, .perf_fd = -1};
-static uint32_t pool_used_;
 
 static const struct sg_psg_tables *tables_;
+
+/* Slots go back to the pool when their thread ends (a pthread key destructor), so a program that
+ * creates threads 4 at a time keeps getting tracked slots however many it creates.  Threads beyond
+ * 64 alive at once get a private, untracked record (context not followed: their calls go to the
+ * root vertex, but every call is counted, with its own re-entrancy flag). */
+static pthread_key_t slot_key_;
+static pthread_once_t slot_once_ = PTHREAD_ONCE_INIT;
+static int slot_key_ok_;
+
+static void thread_exit(void *arg);
+static void slot_key_init(void) { slot_key_ok_ = pthread_key_create(&slot_key_, thread_exit) == 0; }
+
+static void thread_exit(void *arg) {
+    struct sg_thread *t = arg;
+    /* destructors run in no set order: while the sampler's has not closed this thread's event yet,
+     * come back in the next round (POSIX runs them again while a value is set) */
+    if (__atomic_load_n(&t->perf_fd, __ATOMIC_ACQUIRE) >= 0 && t->exit_rounds++ < 2) {
+        pthread_setspecific(slot_key_, t);
+        return;
+    }
+    self_ = NULL;   /* a later destructor calling MPI gets a fresh record */
+    if (t >= pool_ && t < pool_ + SG_MAX_THREADS)
+        __atomic_store_n(&t->busy, 0, __ATOMIC_RELEASE);
+    else if (t != &untracked_)
+        munmap(t, sizeof *t);
+}
+
+static void start_record(struct sg_thread *t, uint32_t seed) {
+    t->inst = -1;
+    t->depth = 0;
+    t->in_mpi = 0;
+    t->exit_rounds = 0;
+    t->rng = 0x9E3779B97F4A7C15ull ^ ((uint64_t)seed << 32) ^ (uint64_t)sg_now_ns();
+    t->perf_id = 0;
+    __atomic_store_n(&t->perf_fd, -1, __ATOMIC_RELEASE);
+    t->mpi_end_cpu = sg_thread_cpu_ns();   /* computation before the first MPI call counts from here */
+    t->mpi_end_wall = sg_now_ns();
+    t->sample_cpu = t->mpi_end_cpu;
+}
 
 struct sg_thread *sg_thread_peek(void) { return self_; }
 
@@ -20,21 +61,29 @@ struct sg_thread *sg_thread_self(void) {
     struct sg_thread *t = self_;
     if (__builtin_expect(t != NULL, 1))
         return t;
-    uint32_t slot = __atomic_fetch_add(&pool_used_, 1, __ATOMIC_RELAXED);
-    if (slot < SG_MAX_THREADS) {
+    pthread_once(&slot_once_, slot_key_init);
+    for (uint32_t slot = 0; slot < SG_MAX_THREADS; slot++) {
+        int free_ = 0;
+        if (__atomic_load_n(&pool_[slot].busy, __ATOMIC_RELAXED) ||
+            !__atomic_compare_exchange_n(&pool_[slot].busy, &free_, 1, 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
+            continue;
         t = &pool_[slot];
-        t->inst = -1;
-        t->rng = 0x9E3779B97F4A7C15ull ^ ((uint64_t)slot << 32) ^ (uint64_t)sg_now_ns();
-        t->perf_fd = -1;
-        t->mpi_end_cpu = sg_thread_cpu_ns();   /* computation before the first MPI call counts from here */
-        t->mpi_end_wall = sg_now_ns();
-        t->sample_cpu = t->mpi_end_cpu;
+        start_record(t, slot);
         __atomic_store_n(&t->tracked, 1, __ATOMIC_RELEASE);   /* sg_thread_slot() may hand it out now */
         self_ = t;
+        if (slot_key_ok_)
+            pthread_setspecific(slot_key_, t);
         sg_sampler_thread_start(t);
         return t;
     }
-    t = &untracked_;   /* shared by the threads beyond the pool: context is not tracked */
+    void *m = mmap(NULL, sizeof *t, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    t = m == MAP_FAILED ? &untracked_ : m;
+    if (t != &untracked_) {
+        start_record(t, SG_MAX_THREADS);
+        t->tracked = 0;
+        if (slot_key_ok_)
+            pthread_setspecific(slot_key_, t);
+    }
     self_ = t;
     return t;
 }

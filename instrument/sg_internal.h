@@ -1,6 +1,7 @@
 /* State shared by the shim's C files (not part of the public API or the cffi cdef). */
 #ifndef SG_INTERNAL_H
 #define SG_INTERNAL_H
+#include <stddef.h>
 #include <stdint.h>
 #include <time.h>
 #include "scalgraph.h"
@@ -17,6 +18,8 @@ struct sg_thread {
     uint32_t depth;          /* call depth, also counted beyond SG_STACK_MAX */
     volatile int in_mpi;     /* re-entrancy guard of the PMPI wrappers */
     int tracked;             /* 0 for threads that did not get a pool slot */
+    int busy;                /* pool slot handed to a live thread (returned at its exit) */
+    int exit_rounds;         /* destructor rounds waited for the sampler to close perf_fd */
     uint64_t rng;            /* xorshift state for SCALGRAPH_COMM_SAMPLE */
     int perf_fd;             /* this thread's task-clock sampling event, -1 if none */
     uint64_t perf_id;        /* its PERF_EVENT_IOC_ID: a program that closed the fd cannot make us touch another */
@@ -85,6 +88,8 @@ double sg_env_number(const char *name, double fallback, double lo, double hi) SG
 /* exit paths (sg_writer.c) */
 void sg_install_exit_handlers(void) SG_HIDDEN;
 const char *sg_out_dir(void) SG_HIDDEN;
+int sg_output_wanted(void) SG_HIDDEN;                                    /* SCALGRAPH_OUT or SCALGRAPH_PROFILE=1 */
+int sg_open_temp(const char *final, char *tmp, size_t cap) SG_HIDDEN;  /* O_EXCL|O_NOFOLLOW, random name */
 
 static inline uint64_t sg_clock_ns(void) {
     struct timespec ts;

@@ -9,7 +9,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 enum { OUT_BUF = 1 << 16, DEP_MAX = 1 << 14 };
@@ -102,6 +104,42 @@ const char *sg_out_dir(void) {
     return (d && *d) ? d : "scalgraph-profile";
 }
 
+/* A program run outside `scalgraph run` (no SCALGRAPH_OUT) writes nothing unless asked with
+ * SCALGRAPH_PROFILE=1: builds and test suites of sgcc-built programs must not fill up with folders. */
+int sg_output_wanted(void) {
+    const char *d = getenv("SCALGRAPH_OUT");
+    const char *p = getenv("SCALGRAPH_PROFILE");
+    return (d && *d) || (p && strcmp(p, "1") == 0);
+}
+
+/* Exclusive, unpredictable temporary file beside `final`: <final>.tmp.<pid>.<random>, created with
+ * O_EXCL|O_NOFOLLOW, so a symlink or file planted under a guessable name is never followed or reused.
+ * Only syscalls (getrandom, clock_gettime, open): callable from a signal handler.  The name goes to
+ * tmp (cap bytes); returns the descriptor or -1. */
+int sg_open_temp(const char *final, char *tmp, size_t cap) {
+    static uint64_t counter;
+    for (int attempt = 0; attempt < 16; attempt++) {
+        uint64_t r = 0;
+        if (getrandom(&r, sizeof r, GRND_NONBLOCK) != (ssize_t)sizeof r) {
+            struct timespec ts;
+            clock_gettime(CLOCK_MONOTONIC, &ts);
+            r = ((uint64_t)ts.tv_nsec << 20) ^ (uint64_t)ts.tv_sec ^ ((uint64_t)(uintptr_t)&ts << 7);
+        }
+        r ^= __atomic_add_fetch(&counter, 0x9E3779B97F4A7C15ull, __ATOMIC_RELAXED);
+        char *e = append(tmp, tmp + cap - 1, final);
+        e = append(e, tmp + cap - 1, ".tmp.");
+        e = append_uint(e, tmp + cap - 1, (unsigned long)getpid());
+        e = append(e, tmp + cap - 1, ".");
+        for (int i = 0; i < 16 && e < tmp + cap - 1; i++, r >>= 4)
+            *e++ = "0123456789abcdef"[r & 15];
+        *e = 0;
+        int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+        if (fd >= 0 || errno != EEXIST)
+            return fd;
+    }
+    return -1;
+}
+
 static void fill_header(struct sg_file_header *h, uint32_t flags, uint32_t nv, uint32_t ndeps) {
     memset(h, 0, sizeof *h);
     memcpy(h->magic, "SGPROF\0\0", 8);
@@ -149,6 +187,10 @@ int sg_write_profile(const char *dir, uint32_t flags) {
         return -1;
     if (__atomic_test_and_set(&busy, __ATOMIC_ACQUIRE))
         return -1;   /* a signal arrived while writing: the first writer finishes */
+    if (dir == NULL && !sg_output_wanted()) {
+        __atomic_clear(&busy, __ATOMIC_RELEASE);
+        return -1;   /* not asked for: no litter */
+    }
     if (dir == NULL)
         dir = sg_out_dir();
     char final_name[4200], tmp_name[4300];
@@ -156,15 +198,13 @@ int sg_write_profile(const char *dir, uint32_t flags) {
     e = append(e, final_name + sizeof final_name - 1, "/rank-");
     e = append_uint(e, final_name + sizeof final_name - 1, (unsigned long)sg_run.rank);
     append(e, final_name + sizeof final_name - 1, ".sgp");
-    e = append(tmp_name, tmp_name + sizeof tmp_name - 1, final_name);
-    e = append(e, tmp_name + sizeof tmp_name - 1, ".tmp.");
-    append_uint(e, tmp_name + sizeof tmp_name - 1, (unsigned long)getpid());
+    tmp_name[0] = 0;
 
     int rc = -1;
     if (make_dirs(dir) != 0)
         goto failed;
     struct out *o = &out_;
-    o->fd = open(tmp_name, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    o->fd = sg_open_temp(final_name, tmp_name, sizeof tmp_name);
     if (o->fd < 0)
         goto failed;
     o->failed = 0;
@@ -207,6 +247,14 @@ int sg_write_profile(const char *dir, uint32_t flags) {
     }
     sg_run.written = 1;
     rc = 0;
+    if (sg_run.rank == 0 && !(getenv("SCALGRAPH_OUT") && *getenv("SCALGRAPH_OUT"))) {
+        /* asked for with SCALGRAPH_PROFILE=1 alone: say where the files went */
+        char msg[4400];
+        char *m = append(msg, msg + sizeof msg - 1, "scalgraph: profile written to ");
+        m = append(m, msg + sizeof msg - 1, dir);
+        m = append(m, msg + sizeof msg - 1, "/ (rank-<r>.sgp; set SCALGRAPH_OUT to choose the directory)\n");
+        (void)!write(2, msg, (size_t)(m - msg));
+    }
     goto done;
 failed: {
     /* one line per process, with write(2) only: this may run in the SIGTERM handler */

@@ -1,0 +1,135 @@
+"""The shim inside hostile or careless conditions: MPI calls from many short-lived threads are all
+counted (pool slots come back at thread exit; threads beyond the pool get a private record), temporary
+files are exclusive (a planted symlink is never followed), and a program run outside `scalgraph run`
+writes nothing unless asked (SCALGRAPH_PROFILE=1)."""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import require_tool
+from scalgraph.io.profile_file import read_run
+
+BIN = Path(sys.executable).parent
+MPICC = str(BIN / "mpicc") if (BIN / "mpicc").is_file() else shutil.which("mpicc")
+MPIEXEC = str(BIN / "mpiexec") if (BIN / "mpiexec").is_file() else shutil.which("mpiexec")
+
+# THREADS threads per rank, at most AT_ONCE alive (created, joined, next batch), each making K
+# MPI_Sendrecv calls with the same thread of the other rank (tag = thread number).
+THREAD_PROGRAM = r"""
+#include <mpi.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+static int k_calls, peer;
+static void *work(void *arg) {
+    int tag = (int)(long)arg;
+    for (int i = 0; i < k_calls; i++) {
+        int x = i, y = -1;
+        MPI_Sendrecv(&x, 1, MPI_INT, peer, tag, &y, 1, MPI_INT, peer, tag, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        if (y != i) { fprintf(stderr, "wrong value\n"); abort(); }
+    }
+    return NULL;
+}
+int main(int argc, char **argv) {
+    int provided, rank;
+    MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+    if (provided < MPI_THREAD_MULTIPLE) { fprintf(stderr, "no MPI_THREAD_MULTIPLE\n"); return 3; }
+    int total = atoi(argv[1]), at_once = atoi(argv[2]);
+    k_calls = atoi(argv[3]);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    peer = 1 - rank;
+    pthread_t th[256];
+    for (int first = 0; first < total; first += at_once) {
+        int n = total - first < at_once ? total - first : at_once;
+        for (int j = 0; j < n; j++)
+            pthread_create(&th[j], NULL, work, (void *)(long)(first + j));
+        for (int j = 0; j < n; j++)
+            pthread_join(th[j], NULL);
+    }
+    MPI_Finalize();
+    return 0;
+}
+"""
+
+PLAIN_PROGRAM = r"""
+#include <mpi.h>
+int main(int argc, char **argv) {
+    MPI_Init(&argc, &argv);
+    MPI_Barrier(MPI_COMM_WORLD);
+    MPI_Finalize();
+    return 0;
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def progs(tmp_path_factory):
+    require_tool(MPICC is not None and MPIEXEC is not None, "no MPI (mpicc/mpiexec)")
+    from scalgraph.runtime.shim import link_flags, shim_library
+    d = tmp_path_factory.mktemp("hard")
+    lib = link_flags(shim_library(MPICC))
+    for name, text in (("threads", THREAD_PROGRAM), ("plain", PLAIN_PROGRAM)):
+        (d / f"{name}.c").write_text(text)
+        subprocess.run([MPICC, "-O1", "-pthread", str(d / f"{name}.c"), *lib, "-o", str(d / name)], check=True)
+    return d
+
+
+def _mpirun(exe, args, env, cwd, n=2):
+    return subprocess.run([MPIEXEC, "-n", str(n), str(exe), *map(str, args)], env=env, cwd=cwd,
+                          capture_output=True, text=True, timeout=240)
+
+
+def _root_calls(progs, tmp_path, total, at_once, k):
+    out = tmp_path / f"out-{total}-{at_once}-{k}"
+    env = dict(os.environ, SCALGRAPH_OUT=str(out), SCALGRAPH_HZ="0")
+    res = _mpirun(progs / "threads", [total, at_once, k], env, tmp_path)
+    assert res.returncode == 0, res.stderr
+    prof = read_run(out)
+    return [int(prof.calls[r].sum()) for r in range(2)]
+
+
+@pytest.mark.parametrize("total,at_once", [(100, 4), (80, 80)])
+def test_every_mpi_call_of_every_thread_is_counted(progs, tmp_path, total, at_once):
+    """100 threads 4 at a time (slots must come back), and 80 alive at once (16 beyond the pool of
+    64): the calls counted grow by exactly threads x K when every thread makes K more calls."""
+    k = 7
+    base = _root_calls(progs, tmp_path, total, at_once, 0)
+    more = _root_calls(progs, tmp_path, total, at_once, k)
+    assert [m - b for m, b in zip(more, base)] == [total * k, total * k]
+
+
+def test_nothing_written_outside_scalgraph_run_unless_asked(progs, tmp_path):
+    env = {k: v for k, v in os.environ.items() if k not in ("SCALGRAPH_OUT", "SCALGRAPH_PROFILE")}
+    work = tmp_path / "build-tree"
+    work.mkdir()
+    res = _mpirun(progs / "plain", [], env, work)
+    assert res.returncode == 0, res.stderr
+    assert list(work.iterdir()) == []
+    res = _mpirun(progs / "plain", [], dict(env, SCALGRAPH_PROFILE="1"), work)
+    assert res.returncode == 0, res.stderr
+    assert sorted(p.name for p in (work / "scalgraph-profile").iterdir()) == ["rank-0.sgp", "rank-1.sgp"]
+    assert "profile written to scalgraph-profile/" in res.stderr
+
+
+def test_a_symlink_planted_at_the_old_temporary_name_is_not_followed(progs, tmp_path):
+    """The old names rank-R.sgp.tmp.PID were guessable; now the temporary file is new and exclusive, so a
+    link planted under any name in the directory is left alone and its target untouched."""
+    out = tmp_path / "out"
+    out.mkdir()
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious\n")
+    for r in range(2):                      # every pid a rank could get soon, for both ranks
+        for pid in range(os.getpid(), os.getpid() + 200):
+            os.symlink(victim, out / f"rank-{r}.sgp.tmp.{pid}")
+    os.symlink(victim, out / "rank-0.sgp")  # a link at the final name is replaced, not written through
+    res = _mpirun(progs / "plain", [], dict(os.environ, SCALGRAPH_OUT=str(out)), tmp_path)
+    assert res.returncode == 0, res.stderr
+    assert victim.read_text() == "precious\n"
+    assert not (out / "rank-0.sgp").is_symlink() and read_run(out).nranks == 2
+    assert not [p for p in out.iterdir() if ".tmp." in p.name and not p.is_symlink()]
