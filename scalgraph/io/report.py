@@ -10,6 +10,9 @@ from __future__ import annotations
 import json
 import pathlib
 
+from scalgraph.errors import printable
+from scalgraph.io.safe_read import source_allowed
+
 CONTEXT_LINES = 2
 
 
@@ -37,7 +40,7 @@ def source_excerpt(file: str, first: int, last: int, roots: list[pathlib.Path],
 def _find_source(file: str, roots: list[pathlib.Path]) -> pathlib.Path | None:
     p = pathlib.Path(file)
     candidates = [p] if p.is_absolute() else [r / p for r in roots] + [r / p.name for r in roots]
-    return next((c for c in candidates if c.is_file()), None)
+    return next((c for c in candidates if source_allowed(c, roots)), None)
 
 
 def _fmt_s(x: float) -> str:
@@ -88,7 +91,7 @@ def write_text(result: dict, out, experiment: str = "", source_roots: list[pathl
     scales = result["scales"]
     big = scales[-1]
     t = result["thresholds"]
-    w = out.write
+    w = lambda text: out.write(printable(text, keep_layout=True))  # noqa: E731  names from inputs stay inert
     w(f"scalgraph detect {experiment}: scales {', '.join(map(str, scales))}; "
       f"run time at p={big}: {_fmt_s(result['run_time'][str(big)])}\n")
     w(f"thresholds: AbnormThd {t['abnorm_thd']}, causes below {t['min_share'] * 100:g}% of the run time "

@@ -223,3 +223,15 @@ def contained(root, rel, where: str) -> pathlib.Path:
     if not full.is_relative_to(pathlib.Path(root).resolve()) or full == pathlib.Path(root).resolve():
         raise UserError(f"{where} names a run directory {rel!r} outside the experiment; refusing to use it")
     return full
+
+
+def source_allowed(path, roots) -> bool:
+    """Whether a source file named by an input (a PSG's file column) may be shown: a regular file
+    under one of the source roots the user gave (or the experiment's build directory).  A forged
+    PSG naming /etc/shadow or ~/.ssh/id_rsa gets nothing printed."""
+    try:
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            return False
+    except (OSError, ValueError):
+        return False
+    return any(inside(path, r) for r in roots)
