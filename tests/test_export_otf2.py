@@ -52,3 +52,20 @@ def test_experiment_trace_formats_use_the_scales_trace(tmp_path, capsys):
     write_trace(late_sender_trace(), exp / "scale-3" / "rep-0" / "trace.sgtrace")
     assert cli.main(["export", str(exp), "--perfetto", str(out)]) == 0
     assert '"rank 2"' in out.read_text()
+
+
+def test_force_never_replaces_what_is_not_an_export(tmp_path, capsys):
+    src = tmp_path / "t.sgtrace"
+    write_trace(late_sender_trace(), src)
+    precious = tmp_path / "results"
+    precious.mkdir()
+    (precious / "notes.txt").write_text("keep")
+    assert cli.main(["export", str(src), "--otf2", str(precious), "--force"]) == 2
+    err = capsys.readouterr().err
+    assert "refusing to replace it" in err and len(err.strip().splitlines()) == 1
+    assert (precious / "notes.txt").read_text() == "keep"
+    # the input itself, or the directory holding it, is never an output
+    assert cli.main(["export", str(src), "--perfetto", str(src), "--force"]) == 2
+    assert cli.main(["export", str(src), "--otf2", str(tmp_path), "--force"]) == 2
+    assert capsys.readouterr().err.count("is the input or part of it") == 2
+    assert read_trace(src).nranks == 3

@@ -56,11 +56,15 @@ def run(args) -> int:
     src = pathlib.Path(args.input)
     if not src.exists():
         raise UserError(f"{src}: no such experiment or trace")
+    outs = [pathlib.Path(o).resolve() for o in wanted.values()]
+    if len(set(outs)) != len(outs):
+        raise UserError("two exports name the same output; give each its own file")
+    here = src.resolve()
+    for o in outs:
+        if o == here or o in here.parents or (o.exists() and here.is_dir() and here in o.parents):
+            raise UserError(f"{o}: is the input or part of it; write the export elsewhere")
     for fmt, dest in wanted.items():     # fail before any work when an output cannot be written
         export_write.check_destination(dest, args.force, "directory" if fmt == "otf2" else "file")
-    outs = list(wanted.values())
-    if len({str(pathlib.Path(o).resolve()) for o in outs}) != len(outs):
-        raise UserError("two exports name the same output; give each its own file")
     if _is_experiment(src):
         _export_experiment(src, args, wanted)
     else:

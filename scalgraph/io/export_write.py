@@ -13,8 +13,12 @@ import tempfile
 from scalgraph.errors import UserError
 
 
+OTF2_ENTRIES = {"traces.otf2", "traces.def", "traces"}
+
+
 def check_destination(path, force: bool, what: str = "file") -> pathlib.Path:
-    """Fail early (before any expensive work) when `path` cannot be written."""
+    """Fail early (before any expensive work) when `path` cannot be written.  With `force`, a directory
+    is replaced only when it holds an OTF2 archive and nothing else (never an experiment or a home)."""
     p = pathlib.Path(path)
     parent = p.parent if str(p.parent) else pathlib.Path(".")
     if p.exists() and not force:
@@ -23,6 +27,14 @@ def check_destination(path, force: bool, what: str = "file") -> pathlib.Path:
         raise UserError(f"{p}: is a directory; give a file name")
     if p.exists() and what == "directory" and not p.is_dir():
         raise UserError(f"{p}: is a file; give a directory name for the archive")
+    if p.is_dir() and what == "directory" and force:
+        try:
+            extra = sorted({e.name for e in p.iterdir()} - OTF2_ENTRIES)
+        except OSError as e:
+            raise UserError(f"cannot replace {p}: {e.strerror}") from None
+        if extra:
+            raise UserError(f"{p}: holds more than an OTF2 archive ({', '.join(extra[:3])}); refusing to replace it, "
+                            "give a new directory name")
     if not parent.is_dir():
         raise UserError(f"cannot write {p}: the directory {parent} does not exist")
     if not os.access(parent, os.W_OK | os.X_OK):
