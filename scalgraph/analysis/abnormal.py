@@ -54,9 +54,13 @@ def noise_of_samples(samples: np.ndarray, exact: np.ndarray, hz: float, sigmas: 
     """[N] sampling noise of columns of [R x N] sample counts (vertices or constructs); 0 where exact."""
     if hz <= 0 or samples.shape[0] == 0:
         return np.zeros(samples.shape[1])
-    median_samples = np.median(samples, axis=0)
-    noise = sigmas * np.sqrt(np.maximum(median_samples, 1.0)) / hz
-    return np.where(exact, 0.0, noise)
+    return np.where(exact, 0.0, sampling_error(np.median(samples, axis=0), hz, sigmas))
+
+
+def sampling_error(n_samples, hz: float, sigmas: float = SAMPLING_SIGMAS):
+    """`sigmas` standard errors, in seconds, of a time measured by n Poisson samples at hz: sqrt(n)/hz
+    (at least one sample's worth)."""
+    return sigmas * np.sqrt(np.maximum(n_samples, 1.0)) / hz
 
 
 def abnormal_mask(values: np.ndarray, thd: float, min_seconds: float | np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -228,7 +228,8 @@ def analyse(psg: PSG, profiles: Mapping[int, RunProfile], abnorm_thd: float = DE
         return e if exact is None else min(e, exact)
 
     # with thin evidence a computation cost within a rank's sampling error is not told from noise
-    thin, _, rank_error = thin_evidence(prof, floor)
+    evidence = thin_evidence(prof, floor)
+    thin, _, rank_error = evidence
     comp_floor = max(floor, rank_error) if thin else floor
     # how late a rank is by its own computation: time inside MPI is left out, since with more ranks
     # than cores a rank's time in MPI calls holds descheduling the shim cannot tell from work
@@ -269,7 +270,7 @@ def analyse(psg: PSG, profiles: Mapping[int, RunProfile], abnorm_thd: float = DE
         "run_time": {str(p): times[p] for p in scales},
         "thresholds": {"abnorm_thd": abnorm_thd, "min_share": min_share, "min_seconds": floor,
                        "clusters": clusters, "ideal": "weak" if weak else "strong"},
-        "notes": _notes(multi, startup_share, min_share, scales[-1]) + ideal_note + evidence_notes(prof, floor, scales[-1]),
+        "notes": _notes(multi, startup_share, min_share, scales[-1]) + ideal_note + evidence_notes(prof, floor, scales[-1], evidence),
         "oversubscribed": {str(p): sm.oversubscribed[p] for p in scales},
         "sampling": {"thin": thin, "median_samples": typical_samples(prof), "error_seconds": rank_error},
         "problem_found": bool(ranked),

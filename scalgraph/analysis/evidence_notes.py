@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from scalgraph.analysis.abnormal import SAMPLING_SIGMAS
+from scalgraph.analysis.abnormal import sampling_error
 from scalgraph.model.profile import RunProfile
 
 
@@ -26,14 +26,16 @@ def thin_evidence(profile: RunProfile, floor: float) -> tuple[bool, float, float
     n = typical_samples(profile)
     if hz <= 0:
         return False, n, 0.0
-    err = SAMPLING_SIGMAS * np.sqrt(max(n, 1.0)) / hz
-    return bool(floor < err), n, float(err)
+    err = float(sampling_error(n, hz))
+    return bool(floor < err), n, err
 
 
-def evidence_notes(profile: RunProfile, floor: float, scale: int) -> list[str]:
+def evidence_notes(profile: RunProfile, floor: float, scale: int,
+                   evidence: tuple[bool, float, float] | None = None) -> list[str]:
+    """`evidence`: thin_evidence(profile, floor) if the caller has it already."""
     notes = []
     hz = float(profile.meta.get("hz") or 0.0)
-    thin, n, err = thin_evidence(profile, floor)
+    thin, n, err = evidence or thin_evidence(profile, floor)
     if thin:
         notes.append(f"thin evidence: at p={scale} the ranks had a median of {n:.0f} samples ({hz:g} Hz), so a "
                      f"rank's sampled time is known to +-{err * 1e3:.0f} ms (3 sampling errors), more than the "
