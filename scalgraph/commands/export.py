@@ -37,7 +37,8 @@ def add_arguments(p) -> None:
     out.add_argument("--force", action="store_true", help="replace outputs that already exist")
     ana = p.add_argument_group("analysis (traces)")
     ana.add_argument("--no-clock-correction", action="store_true",
-                     help="export the timestamps as recorded (default: corrected as `scalgraph trace` does)")
+                     help="--perfetto and --cube use the timestamps as recorded (default: corrected as `scalgraph "
+                          "trace` does); --otf2 always keeps them as recorded")
 
 
 def _wanted(args) -> dict[str, str]:
@@ -68,6 +69,8 @@ def run(args) -> int:
     if _is_experiment(src):
         _export_experiment(src, args, wanted)
     else:
+        if args.scale:
+            raise UserError(f"--scale picks a scale of an experiment; {src} is not an experiment directory")
         misplaced = [f"--{f}" for f in wanted if f in EXP_FORMATS]
         if misplaced:
             raise UserError(f"{' '.join(misplaced)} need{'s' if len(misplaced) == 1 else ''} an experiment "
