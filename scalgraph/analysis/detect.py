@@ -270,7 +270,8 @@ def analyse(psg: PSG, profiles: Mapping[int, RunProfile], abnorm_thd: float = DE
         "run_time": {str(p): times[p] for p in scales},
         "thresholds": {"abnorm_thd": abnorm_thd, "min_share": min_share, "min_seconds": floor,
                        "clusters": clusters, "ideal": "weak" if weak else "strong"},
-        "notes": _notes(multi, startup_share, min_share, scales[-1]) + ideal_note + evidence_notes(prof, floor, scales[-1], evidence),
+        "notes": (_notes(multi, startup_share, min_share, scales[-1]) + ideal_note
+                  + evidence_notes(prof, floor, scales[-1], evidence)),
         "oversubscribed": {str(p): sm.oversubscribed[p] for p in scales},
         "sampling": {"thin": thin, "median_samples": typical_samples(prof), "error_seconds": rank_error},
         "problem_found": bool(ranked),
