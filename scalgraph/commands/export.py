@@ -81,6 +81,14 @@ def run(args) -> int:
     return 0
 
 
+def _json(doc: dict, compact: bool = False) -> str:
+    try:
+        return json.dumps(doc, allow_nan=False, separators=(",", ":") if compact else None)
+    except ValueError:
+        raise UserError("the input holds values that are not finite numbers (NaN or infinity); the data is "
+                        "damaged, record it again") from None
+
+
 def _trace_path(p: pathlib.Path) -> pathlib.Path:
     return p / TRACE_FILE if p.is_dir() and (p / TRACE_FILE).is_file() else p
 
@@ -105,10 +113,10 @@ def _export_experiment(src: pathlib.Path, args, wanted: dict[str, str]) -> None:
         profiles = {p: exp.profile(p) for p in exp.scales}
         if "hatchet" in wanted:
             doc = export_hatchet.hatchet_document(exp.psg, profiles, str(src))
-            export_write.write_new(wanted["hatchet"], json.dumps(doc, allow_nan=False), args.force)
+            export_write.write_new(wanted["hatchet"], _json(doc), args.force)
         if "thicket" in wanted:
             doc = export_hatchet.thicket_document(exp.psg, profiles, str(src), exp.meta)
-            export_write.write_new(wanted["thicket"], json.dumps(doc, allow_nan=False), args.force)
+            export_write.write_new(wanted["thicket"], _json(doc), args.force)
     if "cube" in wanted:
         from scalgraph.io import export_cube
         data = export_cube.cube_from_profile(exp.psg, exp.profile(scale), source=f"{src} p={scale}")
@@ -149,7 +157,7 @@ def _export_trace(path: pathlib.Path, args, wanted: dict[str, str]) -> None:
         if "perfetto" in wanted:
             from scalgraph.io import export_perfetto
             doc = export_perfetto.chrome_trace(**_perfetto_inputs(fwd), source=str(path))
-            export_write.write_new(wanted["perfetto"], json.dumps(doc, allow_nan=False, separators=(",", ":")), args.force)
+            export_write.write_new(wanted["perfetto"], _json(doc, compact=True), args.force)
         if "cube" in wanted:
             from scalgraph.io import export_cube
             data = export_cube.cube_from_replay(**_cube_inputs(fwd, trace), source=str(path))
