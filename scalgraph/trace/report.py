@@ -106,6 +106,11 @@ def build_report(fwd: ForwardResult, dl: DelayResult, cp: CriticalPath, top: int
                  percent_of_waiting=100.0 * float(per_cp[c]) / total_wait if total_wait > 0 else 0.0,
                  by_pattern={patterns.PATTERNS[i].name: float(v) for i, v in enumerate(by_pat) if v > 0})
         causes.append(e)
+    # delay costs per family (the pattern of the wait explained; long-term: see classification["families"])
+    fam_short, fam_long = dl.short_by_pattern.sum(axis=(1, 2)), dl.long_by_pattern.sum(axis=(1, 2))
+    families = {patterns.PATTERNS[i].key: {"name": patterns.PATTERNS[i].name, "short_term": float(fam_short[i]),
+                                            "long_term": float(fam_long[i])}
+                for i in range(len(fam_short)) if fam_short[i] > 0 or fam_long[i] > 0}
     prop = dl.propagating
     classification = {
         "waiting_time": total_wait, "short_term": float(dl.short_term.sum()), "long_term": float(dl.long_term.sum()),
@@ -186,7 +191,8 @@ def build_report(fwd: ForwardResult, dl: DelayResult, cp: CriticalPath, top: int
             "clock_violations_before_correction": (clock_correction or {}).get("violations_before_correction"),
             "clock_correction": clock_correction, "program_time": program_time,
             "patterns": tree,
-            "delay": {"classification": classification, "root_causes": causes, "waits": wait_table(ctx, dl)},
+            "delay": {"classification": classification, "root_causes": causes, "families": families,
+                      "waits": wait_table(ctx, dl)},
             "critical_path": {"length": length, "segments": int(len(cp.seg_rank)), "path": segments,
                               "callpaths": path},
             "instances": instances}
