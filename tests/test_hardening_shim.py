@@ -68,13 +68,40 @@ int main(int argc, char **argv) {
 """
 
 
+# One rank of three dies at iteration WHEN: SIGKILL (HOW=0), SIGSEGV (1) or MPI_Abort (2).
+FAULT_PROGRAM = r"""
+#include <mpi.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <unistd.h>
+int main(int argc, char **argv) {
+    int rank;
+    MPI_Init(&argc, &argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    int victim = atoi(argv[1]), when = atoi(argv[2]), how = atoi(argv[3]);
+    for (int i = 0; i < 400; i++) {
+        double x = i, y;
+        MPI_Allreduce(&x, &y, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+        if (rank == victim && i == when) {
+            if (how == 0) raise(SIGKILL);
+            if (how == 1) raise(SIGSEGV);
+            MPI_Abort(MPI_COMM_WORLD, 3);
+        }
+        usleep(1000);
+    }
+    MPI_Finalize();
+    return 0;
+}
+"""
+
+
 @pytest.fixture(scope="module")
 def progs(tmp_path_factory):
     require_tool(MPICC is not None and MPIEXEC is not None, "no MPI (mpicc/mpiexec)")
     from scalgraph.runtime.shim import link_flags, shim_library
     d = tmp_path_factory.mktemp("hard")
     lib = link_flags(shim_library(MPICC))
-    for name, text in (("threads", THREAD_PROGRAM), ("plain", PLAIN_PROGRAM)):
+    for name, text in (("threads", THREAD_PROGRAM), ("plain", PLAIN_PROGRAM), ("fault", FAULT_PROGRAM)):
         (d / f"{name}.c").write_text(text)
         subprocess.run([MPICC, "-O1", "-pthread", str(d / f"{name}.c"), *lib, "-o", str(d / name)], check=True)
     return d
@@ -133,3 +160,34 @@ def test_a_symlink_planted_at_the_old_temporary_name_is_not_followed(progs, tmp_
     assert victim.read_text() == "precious\n"
     assert not (out / "rank-0.sgp").is_symlink() and read_run(out).nranks == 2
     assert not [p for p in out.iterdir() if ".tmp." in p.name and not p.is_symlink()]
+
+
+def test_random_kills_leave_complete_files_and_clean_messages(progs, tmp_path, capsys):
+    """A rank killed (SIGKILL, SIGSEGV, MPI_Abort) at a random iteration: `scalgraph run` reports the
+    failed run without a traceback, every rank file left is complete (its checksum holds), and detect
+    says in one line that there is no successful run.  (In-process: the commands start mpiexec.)"""
+    import json
+    import random
+
+    from scalgraph import cli
+    from scalgraph.analysis import synthetic as syn
+    from scalgraph.io.profile_file import read_rank_file
+    psg, _, _ = syn.cg_like()
+    (progs / "fault.psg.json").write_text(json.dumps(psg.to_dict()))   # `run` wants the program's PSG
+    rng = random.Random()
+    for how in (0, 1, 2):
+        victim, when = rng.randrange(3), rng.randrange(1, 300)
+        exp = tmp_path / f"exp-{how}"
+        code = cli.main(["run", "-n", "3", "--timeout", "120", "-o", str(exp), "--", str(progs / "fault"),
+                         str(victim), str(when), str(how)])
+        out, err = capsys.readouterr()
+        trial = f"rank {victim} killed by {('SIGKILL', 'SIGSEGV', 'MPI_Abort')[how]} at iteration {when}"
+        assert code == 1 and "Traceback" not in err and "1 of 1 runs failed" in err, (trial, err)
+        desc = json.loads((exp / "experiment.json").read_text())
+        assert [r["status"] for r in desc["runs"]] == ["failed"], trial
+        for f in (exp / "scale-3" / "rep-0").glob("rank-*.sgp"):
+            assert read_rank_file(f)["nranks"] == 3, (trial, f)
+        code = cli.main(["detect", str(exp)])
+        out, err = capsys.readouterr()
+        lines = err.strip().splitlines()
+        assert code != 0 and len(lines) == 1 and "no successful runs" in lines[0], (trial, err)
