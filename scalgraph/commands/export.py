@@ -132,14 +132,7 @@ def _export_extrap(src: pathlib.Path, dest: str, force: bool) -> None:
         if e.name != "scalgraph.io.extrap_export":
             raise
         raise UserError("--extrap: Extra-P export is not available in this build") from None
-    import tempfile
-    d = pathlib.Path(dest)
-    with tempfile.TemporaryDirectory(dir=d.parent if str(d.parent) else ".", prefix=f".{d.name[:64]}.") as tmp:
-        staged = pathlib.Path(tmp) / d.name
-        write_extrap(src, staged)
-        if not staged.is_file():
-            raise UserError(f"--extrap: the Extra-P writer produced no file for {src}")
-        export_write.write_new(d, staged.read_bytes(), force)
+    write_extrap(src, dest, force=force)      # writes through a temporary file, refuses to overwrite
 
 
 # --- traces --------------------------------------------------------------------------------------
