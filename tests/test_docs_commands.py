@@ -191,7 +191,7 @@ def test_console_examples_run_as_shown(page, sandbox):
 def test_pages_have_examples():
     """The README and every command's guide page show something that runs."""
     assert examples(ROOT / "README.md")
-    for name in ("compile", "psg", "run", "detect", "trace"):
+    for name in ("compile", "psg", "run", "detect", "trace", "report", "export"):
         assert examples(GUIDE / f"{name}.md"), f"docs/user-guide/{name}.md has no ```console example"
 
 
