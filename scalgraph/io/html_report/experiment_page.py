@@ -35,8 +35,10 @@ def experiment_page(result: dict, psg: PSG, views: dict, roots: list[pathlib.Pat
         parts.insert(5, tbody)
         nav[5:5] = tnav
     scales = result["scales"]
+    created = str(views.get("meta", {}).get("created") or "")
+    when = f" &middot; run {esc(created[:16].replace('T', ' '))} UTC" if created else ""
     header = (f"<h1>Scaling report</h1><p class=\"sub\">{esc(name)} &middot; scales "
-              f"{esc(', '.join(map(str, scales)))} &middot; {esc(views.get('meta', {}).get('created', ''))}</p>")
+              f"{esc(', '.join(map(str, scales)))}{when}</p>")
     return document(f"scalgraph report: {name}", header, nav, "\n".join(parts), figures)
 
 
@@ -199,7 +201,7 @@ def _abnormal(result: dict) -> str:
             "<th>abnormal ranks</th><th class=num>largest excess</th></tr>")
     return (f'<section id="abnormal"><h2>Abnormal vertices</h2><p class="muted">Ranks above '
             f'{result["thresholds"]["abnorm_thd"]} &times; the median rank at p={big}.</p>'
-            f'<table class="sortable"><thead>{head}</thead><tbody>{body}</tbody></table></section>')
+            f'<table class="sortable" id="abn-table"><thead>{head}</thead><tbody>{body}</tbody></table></section>')
 
 
 def _more(n: int) -> str:
