@@ -59,10 +59,13 @@ def test_json_lists_call_paths_off_the_path():
     b = Builder(2)
     b.enter(0, 0, "main").work(0, 0, 5, "long").send(0, 5, 5, 1).exit(0, 6, "main")
     b.enter(1, 0, "main").work(1, 0, 1, "short").recv(1, 1, 5, 0).work(1, 5, 6, "tail").exit(1, 6, "main")
-    rep = analyse(b.build(), clock_correction=False, top=1)
+    rep = analyse(b.build(), clock_correction=False, top=1, complete=True)
     off = {c["callpath"]: c for c in rep["critical_path"]["callpaths"] if not c["on_path"]}
     assert "main/short" in off and off["main/short"]["activity"] == 0.0
     assert off["main/short"]["non_critical_per_rank"] == [0.0, 1.0]
+    # the limited view (for pages of the largest items) keeps the top call paths on the path only
+    small = analyse(b.build(), clock_correction=False, top=1)
+    assert [c["callpath"] for c in small["critical_path"]["callpaths"]] == ["main/long"]
 
 
 # --- item 4: clock correction configurable, inspectable, writable ------------------------------------

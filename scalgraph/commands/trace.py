@@ -116,9 +116,12 @@ def clock_params(args):
 
 
 def analyse(trace, clock_correction: bool = True, top: int = 10, source: str = "", min_share: float = 0.05,
-            cpu=None, notes=None, params=None, delay_options=None, write_corrected: str | None = None) -> dict:
+            cpu=None, notes=None, params=None, delay_options=None, write_corrected: str | None = None,
+            complete: bool = False) -> dict:
     """The whole analysis of one trace: clock correction (unless off; `params`: ClockParams), the
-    forward replay, delay costs (`delay_options`: delay.DelayOptions), the critical path, the report."""
+    forward replay, delay costs (`delay_options`: delay.DelayOptions), the critical path, the report:
+    complete (what `--json` prints) or, by default, limited to the `top` largest call paths on the
+    path and instances per pattern (report.limited, what a page of the largest items needs)."""
     from scalgraph.trace import critical_path, delay, forward, report
     clock, info = "", None
     extra = program_time(trace)
@@ -130,9 +133,10 @@ def analyse(trace, clock_correction: bool = True, top: int = 10, source: str = "
         write_trace_by_name(trace, write_corrected)
     fwd = forward.forward_replay(forward.build_context(trace))
     dl = delay.delay_analysis(fwd, delay_options or delay.DelayOptions())
-    return report.build_report(fwd, dl, critical_path.critical_path(fwd), top=top, clock=clock, source=source,
-                               min_share=min_share, cpu=cpu, notes=notes, clock_correction=info,
-                               program_time=extra)
+    result = report.build_report(fwd, dl, critical_path.critical_path(fwd), top=top, clock=clock, source=source,
+                                 min_share=min_share, cpu=cpu, notes=notes, clock_correction=info,
+                                 program_time=extra)
+    return result if complete else report.limited(result, top)
 
 
 def write_trace_by_name(trace, path: str) -> None:
@@ -201,7 +205,7 @@ def run(args) -> int:
     notes = [n for n in (which, why) if n]
     result = analyse(trace, clock_correction=not args.no_clock_correction, top=args.top, source=str(args.trace),
                      min_share=args.min_share, cpu=cpu, notes=notes or None, params=params, delay_options=options,
-                     write_corrected=args.write_corrected)
+                     write_corrected=args.write_corrected, complete=True)
     if args.json:
         report.write_json(result, sys.stdout)
     else:

@@ -219,6 +219,24 @@ def wait_table(ctx, dl: DelayResult) -> list[dict]:
              **{k: v[i] for k, v in cols.items()}, "propagating": pr[i]} for i in range(len(order))]
 
 
+def limited(report: dict, top: int) -> dict:
+    """The report as earlier versions returned it, for views that show the largest items only (the
+    HTML page): the top `top` call paths on the critical path and min(top, 5) instances per pattern.
+    `--json` prints the complete report."""
+    out = dict(report)
+    cp = dict(report["critical_path"])
+    cp["callpaths"] = [e for e in cp["callpaths"] if e.get("on_path", True)][:top]
+    out["critical_path"] = cp
+    seen: dict[str, int] = {}
+    keep = []
+    for i in report["instances"]:
+        seen[i["pattern"]] = seen.get(i["pattern"], 0) + 1
+        if seen[i["pattern"]] <= min(top, 5):
+            keep.append(i)
+    out["instances"] = keep
+    return out
+
+
 def write_json(report: dict, out) -> None:
     json.dump(report, out, indent=1)
     out.write("\n")
