@@ -21,7 +21,7 @@ import time
 
 from scalgraph.errors import UserError
 from scalgraph.io import experiment_write as ew
-from scalgraph.io.safe_read import contained, read_regular
+from scalgraph.io.safe_read import check_regular, contained, read_regular
 from scalgraph.io.safe_write import write_atomic
 
 OUTPUT_FILES = ("stdout.txt", "stderr.txt")
@@ -106,6 +106,7 @@ def run(args) -> int:
         if not args.trace:
             raise UserError("--trace-filter needs --trace")
         from scalgraph.io.trace_filter import resolve_filter
+        check_regular(args.trace_filter, "trace filter file")      # a FIFO would block the read
         args.trace_filter_ids = resolve_filter(args.trace_filter, psg)   # checked before anything runs
     from scalgraph.runtime.launch import find_launcher   # runtime: subprocess probing, at the edge
     launcher = find_launcher(program, args.mpiexec)
