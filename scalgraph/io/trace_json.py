@@ -18,6 +18,7 @@ import os
 import numpy as np
 
 from scalgraph.errors import UserError
+from scalgraph.io.safe_read import check_json_file
 from scalgraph.io.trace_binary import definitions_from_json, definitions_to_json, program_span_from_json
 from scalgraph.model.trace import EVENT_KINDS, Trace, make_events
 
@@ -50,6 +51,7 @@ def write_json(trace: Trace, path: str | os.PathLike) -> None:
 
 
 def read_json(path: str | os.PathLike) -> Trace:
+    check_json_file(path, "JSON trace")    # special files, size and nesting depth (scalgraph/io/safe_read.py)
     try:
         with open(path, "rb") as f:
             doc = json.loads(f.read().decode("utf-8-sig"))
