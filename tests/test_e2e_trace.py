@@ -1,12 +1,13 @@
 """Trace mode end to end on the samples with known injected delays: build with the compile wrapper,
-`scalgraph run --trace -n 4`, `scalgraph trace --json EXP/scale-4/rep-0`, and check the report names
-the injected cause (samples/*/expected.json); the traced run prints what the plain build prints; an
-OTF2 export of the recorded trace gives the identical report.  For cg, zeusmp, stencil2d,
-masterworker and sweep (Fortran), traced at 2, 4 and 8 ranks: `scalgraph detect` (with the trace's wait states as
-evidence) and `scalgraph trace` (its verdict, `root_causes`) both name the planted loop first, and the
-trace report names every MPI call path by its own line and PSG vertex.  The balanced sample, traced
-at 2, 4 and 8 ranks on this (oversubscribed) machine, waits and so has delay costs, but its verdict
-is empty at every scale."""
+`scalgraph run --trace` at the sample's scales (each sample built and run once per module),
+`scalgraph trace --json EXP/scale-4/rep-0`, and check the report names the injected cause
+(samples/*/expected.json); the traced run prints what the plain build prints; an OTF2 export of the
+recorded trace gives the identical report.  For cg, zeusmp, stencil2d, masterworker and sweep
+(Fortran), traced at 2, 4 and 8 ranks: `scalgraph detect` (with the trace's wait states as evidence)
+and `scalgraph trace` (its verdict, `root_causes`) both name the planted loop first, and the trace
+report names every MPI call path by its own line and PSG vertex.  The balanced sample, traced at 2, 4
+and 8 ranks on this (oversubscribed) machine, waits and so has delay costs, but its verdict is empty
+at every scale."""
 from __future__ import annotations
 
 import json
@@ -28,8 +29,9 @@ def scalgraph(*args: str, cwd: pathlib.Path) -> subprocess.CompletedProcess:
 
 
 @pytest.fixture(scope="module")
-def traced(tmp_path_factory):
-    """name -> (work dir, run dir of the traced 4-rank run, plain executable); built and run once."""
+def traced_scales(tmp_path_factory):
+    """name -> (work dir, experiment traced at the sample's scales (2, 4, 8), executable); built and
+    run once per module, shared by every test of the sample."""
     done = {}
 
     def get(name: str):
@@ -38,10 +40,20 @@ def traced(tmp_path_factory):
             out = tmp_path_factory.mktemp(f"trace-{name}")
             exe = build_with_wrapper(name, out)
             exp = out / "exp"
-            res = scalgraph("run", "--trace", "-n", str(P), "-o", str(exp), "--", str(exe), cwd=out)
+            scales = ",".join(map(str, expected(name)["scales"]))
+            res = scalgraph("run", "--trace", "-n", scales, "-o", str(exp), "--", str(exe), cwd=out)
             assert res.returncode == 0, f"scalgraph run --trace failed:\n{res.stderr}"
-            done[name] = (out, exp / f"scale-{P}" / "rep-0", exe)
+            done[name] = (out, exp, exe)
         return done[name]
+    return get
+
+
+@pytest.fixture(scope="module")
+def traced(traced_scales):
+    """name -> (work dir, run dir of the traced 4-rank run, plain executable)."""
+    def get(name: str):
+        out, exp, exe = traced_scales(name)
+        return out, exp / f"scale-{P}" / "rep-0", exe
     return get
 
 
@@ -177,25 +189,6 @@ def test_detect_without_traces_says_it_used_the_profiles(tmp_path):
 PLANTED = ["cg", "zeusmp", "stencil2d", "masterworker", "sweep"]   # sweep: Fortran
 
 
-@pytest.fixture(scope="module")
-def traced_scales(tmp_path_factory):
-    """name -> (work dir, experiment traced at the sample's scales (2, 4, 8)); built and run once."""
-    done = {}
-
-    def get(name: str):
-        if name not in done:
-            require_parts(name)
-            out = tmp_path_factory.mktemp(f"trace-scales-{name}")
-            exe = build_with_wrapper(name, out)
-            exp = out / "exp"
-            scales = ",".join(map(str, expected(name)["scales"]))
-            res = scalgraph("run", "--trace", "-n", scales, "-o", str(exp), "--", str(exe), cwd=out)
-            assert res.returncode == 0, f"scalgraph run --trace failed:\n{res.stderr}"
-            done[name] = (out, exp)
-        return done[name]
-    return get
-
-
 def largest_run(exp: pathlib.Path) -> tuple[int, pathlib.Path]:
     p = max(int(d.name.split("-")[1]) for d in exp.glob("scale-*"))
     return p, exp / f"scale-{p}" / "rep-0"
@@ -203,7 +196,7 @@ def largest_run(exp: pathlib.Path) -> tuple[int, pathlib.Path]:
 
 @pytest.mark.parametrize("name", PLANTED)
 def test_detect_with_traces_names_the_planted_loop(name, traced_scales):
-    out, exp = traced_scales(name)
+    out, exp, _ = traced_scales(name)
     rc = expected(name)["root_cause"]
     det = scalgraph("detect", "--json", str(exp), cwd=out)
     assert det.returncode == 0, det.stderr
@@ -222,7 +215,7 @@ def test_trace_verdict_names_the_planted_loop_first(name, traced_scales):
     scales the planted delay may stay below 5 % of the total time (zeusmp's at 2 ranks), but whatever
     the verdict names first is the planted loop.  No MPI call is a verdict cause; the delay table keeps
     the communication delays, marked as such, and adds up to the waiting time."""
-    out, exp = traced_scales(name)
+    out, exp, _ = traced_scales(name)
     rc = expected(name)["root_cause"]
     scales = expected(name)["scales"]
     for p in scales:
@@ -250,7 +243,7 @@ def test_traced_balanced_control_has_no_verdict(traced_scales):
     sharing), a few hundredths of a second per rank at 8 ranks: below the verdict's floor on extra
     work (5 % of the run time).  (At 2 ranks the kernel is the whole run, so the same spread can
     reach the floor; that is not asserted either way.)"""
-    out, exp = traced_scales("balanced")
+    out, exp, _ = traced_scales("balanced")
     scales = expected("balanced")["scales"]
     for p in scales:
         rep = report(exp / f"scale-{p}" / "rep-0", out)
@@ -266,7 +259,7 @@ def test_traced_balanced_control_has_no_verdict(traced_scales):
 @pytest.mark.parametrize("name", PLANTED)
 def test_trace_report_names_mpi_call_paths_by_their_own_line_and_vertex(name, traced_scales):
     from scalgraph.model.psg import psg_from_dict
-    out, exp = traced_scales(name)
+    out, exp, _ = traced_scales(name)
     psg = psg_from_dict(json.loads((exp / "psg.json").read_text()))
     _, run_dir = largest_run(exp)
     rep = report(run_dir, out)
@@ -288,7 +281,7 @@ def test_trace_evidence_never_turns_waiting_into_own_time(name, traced_scales):
     (rank, vertex)'s dependence rows keep at least the profile's waiting."""
     from scalgraph.commands.detect import with_trace_evidence
     from scalgraph.io.experiment import read_experiment
-    _, exp_dir = traced_scales(name)
+    _, exp_dir, _ = traced_scales(name)
     exp = read_experiment(exp_dir)
     merged, evidence = with_trace_evidence(exp)
     assert evidence["waiting"] == "trace" and evidence["traced_scales"] == exp.scales

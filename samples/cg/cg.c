@@ -62,7 +62,7 @@ int main(int argc, char **argv)
     MPI_Allreduce(&rho_local, &rho, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
 
     for (int it = 0; it < iterations; it++) {
-        if (rank == audited)
+        if (rank == audited && !getenv("SAMPLE_FIXED"))   /* SAMPLE_FIXED=1: the fixed program */
             audit += audit_residual(r, n, it);
         double halo[2] = {0.0, 0.0};
         MPI_Sendrecv(&p[0], 1, MPI_DOUBLE, left, 0, &halo[1], 1, MPI_DOUBLE, right, 0,

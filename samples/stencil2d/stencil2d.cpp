@@ -125,7 +125,8 @@ int main(int argc, char **argv)
         double residual = 0.0;
         for (int step = 0; step < steps; step++) {
             grid.exchange_halos();
-            grid.react_hotspot();
+            if (!std::getenv("SAMPLE_FIXED"))   // SAMPLE_FIXED=1: the fixed program
+                grid.react_hotspot();
             double change = grid.relax();
             MPI_Allreduce(&change, &residual, 1, MPI_DOUBLE, MPI_SUM, cart);
         }

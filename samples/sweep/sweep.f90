@@ -48,7 +48,7 @@ program sweep
       face = 1.0d0 + dble(mod(blk + dir, 3))
       call MPI_Recv(face, nx * kb, MPI_DOUBLE_PRECISION, upstream, blk, MPI_COMM_WORLD, status, ierr)
       call sweep_block(phi, face, nx, ny, kb, dir)
-      if (rank == slow) call fixup(phi, nx, ny, kb, blk, fix)
+      if (rank == slow .and. planted()) call fixup(phi, nx, ny, kb, blk, fix)
       call MPI_Send(face, nx * kb, MPI_DOUBLE_PRECISION, downstream, blk, MPI_COMM_WORLD, ierr)
       local_sum = local_sum + sum(face)
     end do
@@ -90,5 +90,12 @@ contains
       fix = fix + 1.0d-9 * phi(1 + mod(n, nx), 1 + mod(n + blk, ny), 1 + mod(n, kb))
     end do
   end subroutine fixup
+
+  ! SAMPLE_FIXED=1 in the environment runs the fixed program: no fixup (what-if checks)
+  logical function planted()
+    integer :: length, stat
+    call get_environment_variable('SAMPLE_FIXED', length=length, status=stat)
+    planted = .not. (stat == 0 .and. length > 0)
+  end function planted
 
 end program sweep
