@@ -578,3 +578,24 @@ def test_otf2_print_shows_the_lock_records_with_their_types(tmp_path):
     assert [ln.split()[0] for ln in lines].count("RMA_RELEASE_LOCK") == 2
     requests = sorted(ln.split("Type: ")[1] for ln in lines if ln.startswith("RMA_REQUEST_LOCK"))
     assert requests == ["EXCLUSIVE", "SHARED"] and all('Remote: 2 ("Master thread"' in ln for ln in lines)
+
+
+def test_many_unrepresentable_fields_go_to_a_file_in_the_archive(tmp_path):
+    """Times off the nanosecond grid on thousands of events: too much for an OTF2 string, so they go
+    to a numpy file inside the archive directory, and the trace still reads back identical."""
+    from scalgraph.io import trace_otf2
+    trace = simulate(4, 600, 7)
+    assert sum(len(e) for e in trace.events) > trace_otf2._INLINE_FIELDS
+    write_trace(trace, tmp_path / "traces.otf2", "otf2")
+    assert (tmp_path / "traces" / trace_otf2.FIELDS_FILE).is_file()
+    assert_same(read_trace(tmp_path / "traces.otf2"), trace)
+    (tmp_path / "traces" / trace_otf2.FIELDS_FILE).write_bytes(b"garbage")
+    one_line_error(tmp_path / "traces.otf2", contains="copy the whole archive directory")
+
+
+def test_a_location_with_more_events_than_its_definition_says_is_read_whole(tmp_path, monkeypatch):
+    from scalgraph.io import trace_otf2
+    trace = rich_trace()
+    write_trace(trace, tmp_path / "traces.otf2", "otf2")
+    monkeypatch.setattr(trace_otf2, "_ROOM_DIVISOR", 2)
+    assert_same(read_trace(tmp_path / "traces.otf2"), trace)

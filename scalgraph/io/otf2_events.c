@@ -1,13 +1,13 @@
 /* Fast OTF2 event reading for scalgraph/io/trace_otf2.py.
  *
- * libotf2's local event reader calls these C callbacks, which store one fixed-size record per event
- * into a growing array, so no Python code runs per event.  libotf2's
+ * libotf2's local event reader calls these C callbacks, which store one event per record straight
+ * into the trace's numpy event array, so no Python code runs per event.  libotf2's
  * symbols come from the `otf2` wheel's extension module, which the caller loads RTLD_GLOBAL before
  * this library; the prototypes below are OTF2 3.x's public C API (OTF2_EvtReaderCallbacks.h),
  * declared here because the wheel ships no headers.  Built at first use with the C compiler
  * (scalgraph/io/otf2_native.py). */
+#include <stddef.h>
 #include <stdint.h>
-#include <stdlib.h>
 
 typedef struct OTF2_Reader OTF2_Reader;
 typedef struct OTF2_EvtReader OTF2_EvtReader;
@@ -60,11 +60,14 @@ OTF2_ErrorCode OTF2_Reader_RegisterEvtCallbacks(OTF2_Reader *, OTF2_EvtReader *,
                                                 void *);
 OTF2_ErrorCode OTF2_Reader_ReadAllLocalEvents(OTF2_Reader *, OTF2_EvtReader *, uint64_t *);
 
-/* One event; the numpy dtype _NATIVE_DTYPE in trace_otf2.py mirrors it (48 bytes, no padding). */
-struct sg_otf2_record {
-    uint64_t ticks, bytes, bytes_recv, request;
-    uint32_t region, peer, tag, comm;   /* comm: communicator or window reference */
-    uint8_t kind, pad[7];
+/* One event, laid out as scalgraph.model.trace.EVENT_DTYPE (packed, 49 bytes), so the records are
+ * the trace's event array itself.  Region references are mapped to region indices here; peers and
+ * communicators stay OTF2's (comm ranks, communicator or window references) for the Python side. */
+struct __attribute__((packed)) sg_otf2_record {
+    double time;
+    uint8_t kind;
+    int32_t region, peer, tag, comm;
+    int64_t bytes, bytes_recv, request;
 };
 
 /* Kinds: scalgraph.model.trace's EVENT_KINDS, and these, which the Python side resolves. */
@@ -74,26 +77,28 @@ enum { ENTER = 0, EXIT = 1, SEND = 2, RECV = 3, ISEND = 4, ISEND_COMPLETE = 5, I
 
 struct sg_otf2_sink {
     struct sg_otf2_record *rec;
-    uint64_t n, cap;
-    int failed;           /* out of memory */
+    uint64_t n, cap;               /* events beyond cap are counted, not stored */
+    int64_t zero;                  /* ticks of time 0 */
+    double resolution;             /* ticks per second */
+    const int32_t *region_map;     /* region reference -> region index */
+    uint32_t nregions;
 };
 
 static inline OTF2_CallbackCode put(void *ud, uint64_t t, int kind, uint32_t region, uint32_t peer, uint32_t tag,
                                     uint32_t comm, uint64_t bytes, uint64_t bytes_recv, uint64_t request) {
     struct sg_otf2_sink *s = ud;
-    if (s->n == s->cap) {
-        uint64_t cap = s->cap + s->cap / 2 + 1024;
-        struct sg_otf2_record *r = realloc(s->rec, cap * sizeof *r);
-        if (r == NULL) {
-            s->failed = 1;
-            return 1;     /* OTF2_CALLBACK_INTERRUPT */
-        }
-        s->rec = r;
-        s->cap = cap;
+    if (s->n < s->cap) {
+        int32_t r = -1;
+        if (kind <= EXIT)
+            r = region < s->nregions ? s->region_map[region] : -1;
+        /* the same arithmetic as numpy's (int64 ticks - zero) / resolution */
+        s->rec[s->n] = (struct sg_otf2_record){.time = (double)((int64_t)t - s->zero) / s->resolution,
+                                               .kind = (uint8_t)kind, .region = r, .peer = (int32_t)peer,
+                                               .tag = (int32_t)tag, .comm = (int32_t)comm,
+                                               .bytes = (int64_t)bytes, .bytes_recv = (int64_t)bytes_recv,
+                                               .request = (int64_t)request < 0 ? -1 : (int64_t)request};
     }
-    s->rec[s->n++] = (struct sg_otf2_record){.ticks = t, .bytes = bytes, .bytes_recv = bytes_recv,
-                                             .request = request, .region = region, .peer = peer, .tag = tag,
-                                             .comm = comm, .kind = (uint8_t)kind};
+    s->n++;
     return 0;
 }
 
@@ -161,13 +166,11 @@ static OTF2_CallbackCode on_program_end(HEAD, int64_t status) {
     return put(ud, t, PROGRAM_END, NONE, NONE, 0, NONE, (uint64_t)status, 0, NOREQ);
 }
 
-void sg_otf2_free(void *p) { free(p); }
-
-/* Read every event of one location whose event reader the caller opened; *out receives the records
- * (free them with sg_otf2_free).  Returns their number, -1 if libotf2 reported an error, -2 if
- * memory ran out.  `hint`: the expected number (the location's definition says). */
-int64_t sg_otf2_read_location(OTF2_Reader *reader, OTF2_EvtReader *evt, uint64_t hint,
-                              struct sg_otf2_record **out) {
+/* Read every event of one location whose event reader the caller opened into rec[0..cap).  Returns
+ * the number of events (more than cap: only cap were stored; the caller reads the location again
+ * with more room), or -1 if libotf2 reported an error. */
+int64_t sg_otf2_read_location(OTF2_Reader *reader, OTF2_EvtReader *evt, struct sg_otf2_record *rec, uint64_t cap,
+                              int64_t zero, double resolution, const int32_t *region_map, uint32_t nregions) {
     static OTF2_EvtReaderCallbacks *cbs;
     if (cbs == NULL) {
         cbs = OTF2_EvtReaderCallbacks_New();
@@ -194,17 +197,10 @@ int64_t sg_otf2_read_location(OTF2_Reader *reader, OTF2_EvtReader *evt, uint64_t
         OTF2_EvtReaderCallbacks_SetProgramBeginCallback(cbs, on_program_begin);
         OTF2_EvtReaderCallbacks_SetProgramEndCallback(cbs, on_program_end);
     }
-    struct sg_otf2_sink sink = {malloc((hint + 1) * sizeof(struct sg_otf2_record)), 0, hint + 1, 0};
-    *out = NULL;
-    if (sink.rec == NULL)
-        return -2;
+    struct sg_otf2_sink sink = {rec, 0, cap, zero, resolution, region_map, nregions};
     uint64_t read = 0;
-    int bad = OTF2_Reader_RegisterEvtCallbacks(reader, evt, cbs, &sink) != 0 ||
-              OTF2_Reader_ReadAllLocalEvents(reader, evt, &read) != 0;
-    if (bad || sink.failed) {
-        free(sink.rec);
-        return sink.failed ? -2 : -1;
-    }
-    *out = sink.rec;
+    if (OTF2_Reader_RegisterEvtCallbacks(reader, evt, cbs, &sink) != 0 ||
+        OTF2_Reader_ReadAllLocalEvents(reader, evt, &read) != 0)
+        return -1;
     return (int64_t)sink.n;
 }

@@ -1,7 +1,8 @@
 """The C part of the OTF2 reader (otf2_events.c): built once with the C compiler against the libotf2
 that PyPI `otf2` bundles, cached under SCALGRAPH_CACHE like the shim, loaded with ctypes.
 
-    read_location(reader_handle, evt_reader_handle, hint) -> numpy array of NATIVE_DTYPE
+    read_location(reader_handle, evt_reader_handle, room, zero, resolution, region_map)
+        -> (EVENT_DTYPE array of room events, number of events in the location)
 
 Without a C compiler the reader falls back to libotf2's Python callbacks (about 4x slower)."""
 from __future__ import annotations
@@ -17,11 +18,7 @@ import tempfile
 import numpy as np
 
 SOURCE = pathlib.Path(__file__).with_name("otf2_events.c")
-# mirrors struct sg_otf2_record
-NATIVE_DTYPE = np.dtype([("ticks", "<u8"), ("bytes", "<u8"), ("bytes_recv", "<u8"), ("request", "<u8"),
-                         ("region", "<u4"), ("peer", "<u4"), ("tag", "<u4"), ("comm", "<u4"), ("kind", "u1"),
-                         ("pad", "V7")])
-assert NATIVE_DTYPE.itemsize == 56
+# the records are EVENT_DTYPE events (struct sg_otf2_record); kinds beyond EVENT_KINDS:
 REQUEST_LOCK, ACQUIRE_LOCK, PROGRAM_BEGIN, PROGRAM_END = 100, 101, 102, 103
 
 _lib = None
@@ -66,28 +63,24 @@ def library():
             return None
         ctypes.CDLL(_otf2_library(), mode=ctypes.RTLD_GLOBAL)   # its libotf2 symbols resolve ours
         lib = ctypes.CDLL(str(path))
-        lib.sg_otf2_read_location.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_uint64,
-                                              ctypes.POINTER(ctypes.c_void_p)]
+        lib.sg_otf2_read_location.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_uint64,
+                                              ctypes.c_int64, ctypes.c_double, ctypes.c_void_p, ctypes.c_uint32]
         lib.sg_otf2_read_location.restype = ctypes.c_int64
-        lib.sg_otf2_free.argtypes = [ctypes.c_void_p]
-        lib.sg_otf2_free.restype = None
         _lib = lib
     return _lib
 
 
-def read_location(reader_handle: int, evt_handle: int, hint: int) -> np.ndarray | None:
-    """All events of one location as NATIVE_DTYPE records (None: libotf2 reported an error).
-    `hint`: the location's event count as its definition says (the first allocation)."""
+def read_location(reader_handle: int, evt_handle: int, room: int, zero: int, resolution: int,
+                  region_map: np.ndarray) -> tuple[np.ndarray, int] | None:
+    """The events of one location as EVENT_DTYPE records with region indices, times in seconds, and
+    OTF2's peers/communicator references (None: libotf2 reported an error).  Only `room` are stored;
+    the second value is how many the location has (more than room: read it again with that room)."""
+    from scalgraph.model.trace import EVENT_DTYPE
     lib = library()
-    out = ctypes.c_void_p()
-    n = lib.sg_otf2_read_location(reader_handle, evt_handle, max(int(hint), 0), ctypes.byref(out))
-    if n == -2:
-        raise MemoryError
+    ev = np.empty(max(int(room), 1), EVENT_DTYPE)
+    region_map = np.ascontiguousarray(region_map, np.int32)
+    n = lib.sg_otf2_read_location(reader_handle, evt_handle, ev.ctypes.data, len(ev), int(zero), float(resolution),
+                                  region_map.ctypes.data, len(region_map))
     if n < 0:
         return None
-    try:
-        rec = np.empty(n, NATIVE_DTYPE)
-        ctypes.memmove(rec.ctypes.data, out, n * NATIVE_DTYPE.itemsize)
-    finally:
-        lib.sg_otf2_free(out)
-    return rec
+    return (ev[:n] if n < len(ev) else ev), n

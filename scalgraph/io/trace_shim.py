@@ -15,7 +15,7 @@ import pathlib
 import numpy as np
 
 from scalgraph.errors import UserError
-from scalgraph.model.trace import ENTER, EXIT, Region, Trace, make_events
+from scalgraph.model.trace import ENTER, EXIT, IRECV_REQUEST, ISEND_COMPLETE, Region, Trace, make_events
 
 MAGIC, END_MAGIC = b"SGRAWTR\x00", b"SGRAWEND"
 VERSION = 2
@@ -195,6 +195,11 @@ def read_shim_trace(run_dir: str | pathlib.Path, psg=None) -> Trace:
         is_coll_end = raw["kind"] == 9
         ev["bytes_recv"] = np.where(is_coll_end, raw["aux"], 0)
         ev["request"] = np.where(is_coll_end, -1, raw["aux"])
+        # a completion or post is its request id, as in OTF2 (the ISEND / IRECV holds the message)
+        done = raw["kind"] == ISEND_COMPLETE
+        for f, default in (("peer", -1), ("tag", 0), ("comm", -1), ("bytes", 0)):
+            ev[f][done] = default
+        ev["tag"][raw["kind"] == IRECV_REQUEST] = 0
         enter_exit = np.flatnonzero((raw["kind"] == ENTER) | (raw["kind"] == EXIT))
         # one lookup per distinct (MPI routine or -1, vertex) pair, not per event
         pairs = np.stack([raw["region"][enter_exit].astype(np.int64), raw["vertex"][enter_exit].astype(np.int64)], 1)
