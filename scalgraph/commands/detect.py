@@ -58,7 +58,7 @@ def run(args) -> int:
     else:
         roots = [pathlib.Path(d) for d in args.source_dir] or [pathlib.Path.cwd(), exp.path.parent]
         write_text(result, sys.stdout, str(args.experiment), roots)
-        print(printable(f"\nHTML report with plots, source and the program tree: scalgraph report {shlex.quote(str(args.experiment))} -o report.html"))
+        print("\n" + printable(f"HTML report with plots, source and the program tree: scalgraph report {shlex.quote(str(args.experiment))} -o report.html"))
     if len(result["scales"]) < 2:
         failed = sorted({r.get("scale") for r in exp.meta.get("runs", [])
                          if isinstance(r, dict) and r.get("status") != "ok" and r.get("scale") not in result["scales"]},
