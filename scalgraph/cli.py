@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 
-from scalgraph.errors import UserError
+from scalgraph.errors import UserError, printable
 
 # name -> one-line help.  Module scalgraph.commands.<name> implements it.
 COMMANDS = {
@@ -62,6 +63,16 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         return 0
+    except MemoryError:
+        print(f"scalgraph {args.command}: out of memory: the input is larger than this machine can hold",
+              file=sys.stderr)
+        return 2
+    except Exception as e:   # a bug of ours: one line, not a traceback, unless asked for (as sgcc does)
+        if os.environ.get("SCALGRAPH_DEBUG") == "1":
+            raise
+        print(printable(f"scalgraph {args.command}: internal error: {type(e).__name__}: {e} (rerun with "
+                        "SCALGRAPH_DEBUG=1 for the traceback and report it)"), file=sys.stderr)
+        return 70
 
 
 def entry() -> None:
