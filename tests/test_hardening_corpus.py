@@ -52,7 +52,7 @@ def snapshot(root: pathlib.Path) -> dict:
     return out
 
 
-class Hang(Exception):
+class Hang(BaseException):      # not an Exception: the command line's last-resort handler must not eat it
     pass
 
 
@@ -228,6 +228,7 @@ PSG_DAMAGE = [
     ("parent-after-child", _col("parent", lambda c: [-1, 2] + c[2:]), "pre-order"),
     ("children-out-of-range", _col("children", lambda c: [[10 ** 6]] + c[1:]), "children"),
     ("children-not-lists", _col("children", lambda c: [5] + c[1:]), "children"),
+    ("children-loop", _col("children", lambda c: [c[0] + [0]] + c[1:]), "disagree"),
     ("recursion-out-of-range", _col("recursion_target", lambda c: [10 ** 6] + c[1:]), "recursion_target"),
     ("functions-ints", _setitem("functions", [1, 2]), "functions"),
     ("inst-vid-out-of-range", _col("inst_vid", lambda c: [[10 ** 6]] + c[1:]), "inst_vid"),
@@ -565,3 +566,17 @@ def test_psg_json_output_replaces_atomically(tmp_path, capsys, base):
     assert victim.read_text() == "keep\n" and not (work / "out.json").is_symlink()
     assert json.loads((work / "out.json").read_text())["format"] == "scalgraph-psg"
     assert not [p for p in work.iterdir() if p.name.endswith(".tmp")]
+
+
+def test_an_unexpected_error_is_one_line_not_a_traceback(monkeypatch, capsys, tmp_path):
+    """The last resort: a bug of ours still ends as one line (SCALGRAPH_DEBUG=1 shows the traceback)."""
+    from scalgraph.commands import psg as psg_command
+
+    def broken(args):
+        raise ValueError("boom\nsecond line")
+    monkeypatch.setattr(psg_command, "run", broken)
+    code, out, err = run_cli(["psg", "x"], capsys, tmp_path)
+    assert code == 70 and err.count("\n") == 1 and "internal error: ValueError: boom" in err
+    monkeypatch.setenv("SCALGRAPH_DEBUG", "1")
+    with pytest.raises(ValueError):
+        cli.main(["psg", "x"])

@@ -191,6 +191,10 @@ def check_psg_dict(d, where) -> None:
         raise UserError(f"{where}: PSG column 'meta' must be an object; rebuild with sgcc")
     if d["parent"][0] != -1 or any(p >= v for v, p in enumerate(d["parent"]) if v):
         raise UserError(f"{where}: PSG vertices are not in pre-order (a parent after its child); rebuild with sgcc")
+    parent = d["parent"]
+    if any(parent[c] != v for v, cs in enumerate(d["children"]) for c in cs):
+        raise UserError(f"{where}: PSG columns 'children' and 'parent' disagree (a child whose parent is another "
+                        "vertex: the tree would loop); rebuild with sgcc")
     from scalgraph.model.psg import psg_from_dict
     claimed, actual = d.get("hash"), psg_from_dict(d).hash()
     if claimed is not None and claimed != actual:
