@@ -182,7 +182,7 @@ def analyse(psg: PSG, profiles: Mapping[int, RunProfile], abnorm_thd: float = DE
     ideal_note = []
     if weak is None:        # not said: the measured computation tells (infer_weak)
         weak, ideal_note = infer_weak(scales, y_total, is_mpi | startup)
-    fits = fit_models(scales, y_total)
+    fits = fit_models(scales, y_total, se=sm.y_se)       # the Poisson error of sampled times is noise, not growth
     fits_max = fit_models(scales, y_max)
     multi = len(scales) >= 2
     loss_total = scaling_loss(scales, y_total, weak)[:, -1] if multi else np.zeros(nc)
@@ -321,12 +321,15 @@ def _where(psg: PSG, v: int) -> dict:
 
 
 def _model(fits, c: int, scales: list[int]) -> dict:
-    if fits.choice[c] < 0:
+    if len(scales) < 2 or fits.choice[c] < 0:
         return {"model": None, "note": "needs >= 2 scales"}
     pred = fits.predict(np.array([2 * scales[-1], 4 * scales[-1]], dtype=float))[c]
+    at, low, high = fits.interval(c)
     return {"model": fits.model_text(c), "log_log_slope": float(fits.slope[c]),
             "cv_error": None if np.isnan(fits.cv_error[c]) else float(fits.cv_error[c]),
-            "predicted": {str(2 * scales[-1]): float(pred[0]), str(4 * scales[-1]): float(pred[1])}}
+            "predicted": {str(2 * scales[-1]): float(pred[0]), str(4 * scales[-1]): float(pred[1])},
+            "interval": {"at": at, "low": low, "high": high} if np.isfinite(low) and np.isfinite(high) else None,
+            "model_notes": fits.notes(c)}
 
 
 def _construct_brief(psg, cons: Constructs, c, fits, loss_total, total_time, stats, time) -> dict:
