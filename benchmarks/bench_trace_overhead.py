@@ -7,7 +7,8 @@ For each sample, three builds/modes run in one session, interleaved (plain, prof
 and the medians of the per-round ratios traced/profiled (the cost of tracing itself) and traced/plain
 (the whole tool) are printed side by side.  Goal: traced/profiled <= 1.10 (Scalasca measured 25.3% and
 40.9% tracing overhead in seed 003's comparisons).  Bytes per event: the raw per-rank files
-(rank-*.sgt, what the shim writes while the program runs) and the converted trace (trace.sgtrace).
+(rank-*.sgt, what the shim writes while the program runs: whole files, and their event blocks alone)
+and the converted trace that `scalgraph run --trace` keeps (trace.sgtrace, zlib; the raw files are removed).
 
     .venv/bin/python benchmarks/bench_trace_overhead.py                  # cg zeusmp rma, 4 ranks, 3 rounds
     .venv/bin/python benchmarks/bench_trace_overhead.py --samples cg --rounds 5
@@ -53,18 +54,19 @@ def wall(exe: pathlib.Path, ranks: int, out: pathlib.Path, trace: bool) -> float
 
 
 def trace_size(exe: pathlib.Path, out: pathlib.Path) -> dict:
-    from scalgraph.io.trace_read import write_trace
-    from scalgraph.io.trace_shim import read_shim_trace
+    """Bytes per event of the raw per-rank files (whole files, and their event blocks alone) and of
+    the trace `scalgraph run --trace` keeps (zlib-compressed binary; the raw files are then removed)."""
+    from scalgraph.io.trace_shim import convert_shim_trace
     from scalgraph.static import read_psg_from_executable
-    trace = read_shim_trace(out, read_psg_from_executable(str(exe)))
+    raw_bytes = sum(p.stat().st_size for p in out.glob("rank-*.sgt"))
     conv = out / "trace.sgtrace"
     if conv.exists():
         conv.unlink()
-    write_trace(trace, conv)
-    events = sum(len(e) for e in trace.events)
-    raw_bytes = sum(p.stat().st_size for p in out.glob("rank-*.sgt"))
-    return {"events": events, "raw_events": trace.meta["raw_events"], "raw_per_event": raw_bytes / trace.meta["raw_events"],
-            "converted_per_event": conv.stat().st_size / events, "raw_bytes": raw_bytes}
+    trace = convert_shim_trace(out, conv, read_psg_from_executable(str(exe)))
+    m = trace.meta
+    return {"events": sum(len(e) for e in trace.events), "raw_events": m["raw_events"],
+            "raw_per_event": raw_bytes / m["raw_events"], "blocks_per_event": m["raw_event_bytes"] / m["raw_events"],
+            "converted_per_event": conv.stat().st_size / m["raw_events"], "raw_bytes": raw_bytes}
 
 
 def main() -> int:
@@ -94,9 +96,11 @@ def main() -> int:
                   f"{[round(x, 3) for x in vs_plain]}", file=sys.stderr)
     print(f"tracing overhead at {args.ranks} ranks, median of {args.rounds} interleaved rounds "
           f"(goal traced/profiled <= 1.10; Scalasca: 1.253 and 1.409)")
-    print(f"{'sample':<14}{'traced/profiled':>16}{'traced/plain':>14}{'events':>10}{'raw B/event':>13}{'file B/event':>14}")
+    print(f"{'sample':<14}{'traced/profiled':>16}{'traced/plain':>14}{'events':>10}{'raw B/ev':>10}"
+          f"{'blocks B/ev':>13}{'kept B/ev':>11}")
     for sample, a, b, s in rows:
-        print(f"{sample:<14}{a:>16.3f}{b:>14.3f}{s['events']:>10}{s['raw_per_event']:>13.1f}{s['converted_per_event']:>14.1f}")
+        print(f"{sample:<14}{a:>16.3f}{b:>14.3f}{s['raw_events']:>10}{s['raw_per_event']:>10.1f}"
+              f"{s['blocks_per_event']:>13.1f}{s['converted_per_event']:>11.1f}")
     return 0
 
 
