@@ -122,7 +122,7 @@ def analyse(trace, clock_correction: bool = True, top: int = 10, source: str = "
     forward replay, delay costs (`delay_options`: delay.DelayOptions), the critical path, the report:
     complete (what `--json` prints) or, by default, limited to the `top` largest call paths on the
     path and instances per pattern (report.limited, what a page of the largest items needs)."""
-    from scalgraph.trace import critical_path, delay, forward, report
+    from scalgraph.trace import critical_path, delay, forward, report, retime
     clock, info = "", None
     extra = program_time(trace)
     if clock_correction:
@@ -136,6 +136,7 @@ def analyse(trace, clock_correction: bool = True, top: int = 10, source: str = "
     result = report.build_report(fwd, dl, critical_path.critical_path(fwd), top=top, clock=clock, source=source,
                                  min_share=min_share, cpu=cpu, notes=notes, clock_correction=info,
                                  program_time=extra)
+    retime.add_whatif(result["root_causes"], fwd)      # what fixing each verdict cause would save
     return result if complete else report.limited(result, top)
 
 

@@ -21,6 +21,7 @@ import numpy as np
 from scalgraph.trace import mpi_names, patterns
 from scalgraph.trace.critical_path import CriticalPath
 from scalgraph.trace import verdict as verdicts
+from scalgraph.trace.retime import whatif_line
 from scalgraph.trace.delay import DelayResult, mpi_callpaths
 from scalgraph.trace.forward import ForwardResult
 from scalgraph.trace.matching import callpath_names
@@ -273,6 +274,8 @@ def write_text(report: dict, out, top: int = 10) -> None:
                     f", {100 * c['real_work']:.0f} % of its delay cost backed by extra thread-CPU work")
             w(f"  #{k} {c['where'] or c['callpaths'][0]}  {c['seconds']:.6f} s ({c['percent']:.1f} %)  "
               f"{' '.join(c['callpaths'][:2])}\n{'':6}on rank {ranks}{real}\n")
+            if c.get("whatif"):
+                w(f"{'':6}what-if: {whatif_line(c)}\n")
     else:
         w("\nNo root cause: no computation delay reaches "
           f"{100 * report['min_share']:g} % of the total time (the delay costs below are the account)\n")
