@@ -222,3 +222,20 @@ def test_a_collective_wait_is_not_clipped():
     fwd, dl, _ = replay(b)
     assert pattern_total(fwd, "wait_barrier") == {1: 3.0}
     assert by_name(fwd, dl.short_term) == {"f": 3.0}
+
+
+def test_only_messages_with_a_wait_state_start_a_delay_interval():
+    """A -> B twice.  First message: B arrives late (B's h [0,2], A sent at 1): no wait, and as scout
+    it synchronises nothing.  Second: A's f [1.5,4], send at 4; B's recv from 2.5 waits 1.5.  Scout: A's
+    interval starts at the trace start, A's p = {f 2.5, first Send's 0.5 (non-waiting), g 1} against
+    B's {h 2, k 0.5}: ΣΔ = 2.5 + 0.5 + 1 = 4, s = 1/4; ω = 1.5 distributed min(1.5, 4): f 1.5·2.5/4.
+    Every message ("messages"): the interval starts at the first message (A 1, B 2): A {Send 0.5,
+    f 2.5} vs B {k 0.5}: ΣΔ = 3, f 1.5·2.5/3."""
+    b = Builder(2)
+    b.work(0, 0, 1, "g").send(0, 1, 1.5, 1).work(0, 1.5, 4, "f").send(0, 4, 4.1, 1)
+    b.work(1, 0, 2, "h").recv(1, 2, 2, 0).work(1, 2, 2.5, "k").recv(1, 2.5, 4.1, 0)
+    fwd, dl, _ = replay(b)
+    assert pattern_total(fwd, "late_sender") == {1: 1.5}
+    assert by_name(fwd, dl.short_term)["f"] == pytest.approx(1.5 * 2.5 / 4)
+    _, every, _ = replay(b, delay.DelayOptions(sync_points="messages"))
+    assert by_name(fwd, every.short_term)["f"] == pytest.approx(1.5 * 2.5 / 3)

@@ -34,6 +34,9 @@ def add_arguments(p) -> None:
     dly.add_argument("--delay-family", choices=("chain-end", "direct"), default="chain-end",
                      help="long-term delay costs under the pattern of the wait at the end of the propagation "
                           "chain (chain-end, scout) or of the wait they directly explain (direct)")
+    dly.add_argument("--sync-points", choices=("waits", "messages"), default="waits",
+                     help="point-to-point synchronisation points that start a delay interval: messages that "
+                          "produced a wait state (waits, scout) or every message with the partner (messages)")
     ana.add_argument("--min-share", type=float, default=0.05, metavar="F",
                      help="a computation delay is a root cause when its cost is at least this fraction of the "
                           "total time summed over the ranks (default %(default)s)")
@@ -183,7 +186,7 @@ def run(args) -> int:
     if not 0.0 <= args.min_share < 1.0:
         raise UserError(f"--min-share must be a fraction from 0 to below 1 (got {args.min_share:g})")
     from scalgraph.trace.delay import DelayOptions
-    options = DelayOptions(scale=args.delay_scale, family=args.delay_family)
+    options = DelayOptions(scale=args.delay_scale, family=args.delay_family, sync_points=args.sync_points)
     params = clock_params(args)                      # checks the values even when not used
     path, which = _run_trace(str(args.trace))
     if which:

@@ -24,9 +24,9 @@ docs/trace-analysis.md lists them with the options that select the seed's readin
   cost under the pattern of the wait state at the *end* of the propagation chain (a delay that makes B
   late at a message, whose wait then makes C wait at an allreduce, costs "Wait at N x N" long-term),
   by carrying one Γ per family; "direct" files it under the wait it directly explains.
-- Interval start: the previous synchronisation point of the same rank with the same partner (p2p:
-  a message with the same peer rank, either direction, that produced a wait state -- Scalasca 2.6's
-  rule, reference note §9.1: a message nobody waited for synchronised nothing, so a halo partner
+- Interval start (`DelayOptions.sync_points`): the previous synchronisation point of the same rank
+  with the same partner (p2p: a message with the same peer rank, either direction, that produced a
+  wait state -- Scalasca 2.6's rule, reference note §9.1; "messages": every message with the peer: a message nobody waited for synchronised nothing, so a halo partner
   that arrived late is not reset by the message it received without waiting; collectives: the same
   communicator), at the end of that point's waiting time, i.e. its completion part belongs to the
   interval (as in Scalasca); with no previous point, the trace start.  The interval ends where the
@@ -57,16 +57,19 @@ from scalgraph.trace.hugepages import without_hugepage_advice
 
 SCALES = ("scalasca", "seed")
 FAMILIES = ("chain-end", "direct")
+SYNC_POINTS = ("waits", "messages")
 
 
 @dataclass(frozen=True)
 class DelayOptions:
     scale: str = "scalasca"      # "scalasca": p2p short-term factor clipped at 1; "seed": unclipped
     family: str = "chain-end"    # long-term costs under the chain's last wait ("chain-end") or the direct one
+    sync_points: str = "waits"   # p2p synchronisation points: messages with a wait state (scout) or every message
 
     def __post_init__(self):
-        if self.scale not in SCALES or self.family not in FAMILIES:
-            raise UserError(f"delay options: scale must be one of {SCALES}, family one of {FAMILIES}")
+        if self.scale not in SCALES or self.family not in FAMILIES or self.sync_points not in SYNC_POINTS:
+            raise UserError(f"delay options: scale must be one of {SCALES}, family one of {FAMILIES}, "
+                            f"sync_points one of {SYNC_POINTS}")
 
 
 # p2p wait states whose distributed waiting Scalasca clips at ΣΔ + W
@@ -236,12 +239,12 @@ def synchronising_messages(ctx: ReplayContext) -> np.ndarray:
     return late_sender | late_receiver
 
 
-def _participations(ctx: ReplayContext):
+def _participations(ctx: ReplayContext, every_message: bool = False):
     """Every synchronisation point each rank takes part in: (rank, partner key, call ENTER): both ends
     of every synchronising message (the sender at the call that started the send, the receiver at
     the call that completed the receive) and every collective."""
     m = ctx.msgs
-    b = synchronising_messages(ctx)
+    b = np.ones(len(m), bool) if every_message else synchronising_messages(ctx)
     ranks = [m.src[b], m.dst[b]]
     keys = [m.dst[b], m.src[b]]
     ops = [m.send_op[b], m.recv_op[b]]
@@ -252,10 +255,11 @@ def _participations(ctx: ReplayContext):
     return np.concatenate(ranks).astype(np.int64), np.concatenate(keys).astype(np.int64), np.concatenate(ops)
 
 
-def interval_starts(ctx: ReplayContext, waits: np.ndarray, q_rank, q_key, q_time) -> np.ndarray:
+def interval_starts(ctx: ReplayContext, waits: np.ndarray, q_rank, q_key, q_time,
+                    options: DelayOptions = DelayOptions()) -> np.ndarray:
     """Start of the synchronisation interval ending at q_time for (rank, partner key): the end of
     the waiting time of the previous synchronisation with that partner, or -inf."""
-    p_rank, p_key, p_op = _participations(ctx)
+    p_rank, p_key, p_op = _participations(ctx, options.sync_points == "messages")
     p_time = ctx.time[p_op]
     # the end of the waiting at each participation's call (several messages may share one call)
     calls, inv = np.unique(waits["op"], return_inverse=True)
@@ -365,7 +369,7 @@ def delay_analysis(fwd: ForwardResult, options: DelayOptions = DelayOptions()) -
     r_key = waits["key"]
     d_key = np.where(coll, waits["key"], r_rank)
     starts = interval_starts(ctx, waits, np.concatenate((r_rank, d_rank)), np.concatenate((r_key, d_key)),
-                             np.concatenate((r_end, d_end)))
+                             np.concatenate((r_end, d_end)), options)
     r_start, d_start = starts[:n], starts[n:]
 
     index = wait_index(ctx, waits)

@@ -188,7 +188,7 @@ def _delay(comm, part: Partial, sync: np.ndarray, cpmap: np.ndarray, ncp: int, o
     (unexplained, direct, indirect) sums."""
     me = comm.Get_rank()
     dwaits = sync[sync["causer"] >= 0]
-    incoming = comm.alltoall(ph.delay_requests(part, dwaits, cpmap, comm.Get_size()))
+    incoming = comm.alltoall(ph.delay_requests(part, dwaits, cpmap, comm.Get_size(), options))
     short, (m_rows, m_cols, m_vals), state = ph.explain_waits(part, dwaits, incoming, ncp, cpmap, options)
     g = comm.gather((ph.wait_ids(part, dwaits), dwaits["wait"].astype(float),
                      part.ctx.time[dwaits["op"]] + dwaits["wait"], m_rows, m_cols, m_vals, state["inc"]["id"],
@@ -264,6 +264,7 @@ def main(argv=None) -> int:
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--delay-scale", default=DelayOptions.scale)
     ap.add_argument("--delay-family", default=DelayOptions.family)
+    ap.add_argument("--sync-points", default=DelayOptions.sync_points)
     ap.add_argument("--source", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     comm = MPI.COMM_WORLD
@@ -271,7 +272,7 @@ def main(argv=None) -> int:
         if args.top < 1:
             raise UserError(f"--top must be at least 1 (got {args.top})")
         result = replay(comm, args.trace, top=args.top, source=args.source or args.trace,
-                        min_share=args.min_share, options=DelayOptions(args.delay_scale, args.delay_family))
+                        min_share=args.min_share, options=DelayOptions(args.delay_scale, args.delay_family, args.sync_points))
     except UserError as e:
         if comm.Get_rank() == 0:
             print(f"scalgraph trace: {e}", file=sys.stderr)
@@ -315,6 +316,6 @@ def launch(nprocs: int, trace: str, top: int = 10, as_json: bool = False, min_sh
                         "or run `python -m scalgraph.trace.parallel TRACE` under your own mpiexec")
     cmd = [mpiexec, "-n", str(nprocs), sys.executable, "-m", "scalgraph.trace.parallel", str(trace),
            "--top", str(top), "--min-share", repr(float(min_share)), "--delay-scale", options.scale,
-           "--delay-family", options.family] + (["--json"] if as_json else [])
+           "--delay-family", options.family, "--sync-points", options.sync_points] + (["--json"] if as_json else [])
     sys.stdout.flush()
     return subprocess.run(cmd, env=dict(os.environ)).returncode

@@ -101,13 +101,14 @@ def top_instances(part: Partial, waits: np.ndarray, cpmap: np.ndarray, n: int) -
 
 # --- backward: delay costs ---------------------------------------------------------------------------
 
-def delay_requests(part: Partial, waits: np.ndarray, cpmap: np.ndarray, nprocs: int) -> list[dict]:
+def delay_requests(part: Partial, waits: np.ndarray, cpmap: np.ndarray, nprocs: int,
+                   options: delay.DelayOptions = delay.DelayOptions()) -> list[dict]:
     """Waiter side: per causer process, the waits it must explain with the waiter's profiles."""
     ctx, p = part.ctx, part.nranks
     t = ctx.time
     r_rank, d_rank = waits["rank"].astype(np.int64), waits["causer"].astype(np.int64)
     r_end = t[waits["op"]]
-    r_start = delay.interval_starts(ctx, waits, r_rank, waits["key"], r_end)
+    r_start = delay.interval_starts(ctx, waits, r_rank, waits["key"], r_end, options)
     index = delay.wait_index(ctx, waits)
     parts = []
     for lo in range(0, len(waits), delay.CHUNK):        # chunks keep the expanded pieces in cache
@@ -146,7 +147,7 @@ def explain_waits(part: Partial, waits: np.ndarray, incoming: list[dict], ncp: i
     ctx, p = part.ctx, part.nranks
     inc = _join(incoming)
     n = len(inc["id"])
-    d_start = delay.interval_starts(ctx, waits, inc["d_rank"], inc["d_key"], inc["d_end"])
+    d_start = delay.interval_starts(ctx, waits, inc["d_rank"], inc["d_key"], inc["d_end"], options)
     nkeys = p + len(ctx.trace.comms) + 1
     _, first, u_of = np.unique(inc["d_op"] * nkeys + inc["d_key"], return_index=True, return_inverse=True)
     u_of = u_of.ravel()

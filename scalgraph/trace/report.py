@@ -123,8 +123,9 @@ def build_report(fwd: ForwardResult, dl: DelayResult, cp: CriticalPath, top: int
         "families": ("long-term costs under the pattern of the wait at the end of the propagation chain (Scalasca 2.6)"
                      if dl.options.family == "chain-end" else
                      "long-term costs under the pattern of the wait they directly explain"),
-        "interval_start": "end of the waiting time of the previous synchronisation with the same peer (a message "
-                          "that produced a wait state) or communicator",
+        "interval_start": ("end of the waiting time of the previous synchronisation with the same peer (a message "
+                           + ("that produced a wait state" if dl.options.sync_points == "waits" else "of any kind")
+                           + ") or communicator"),
         "delays": "every call path: computation, and the non-waiting part of MPI calls as communication "
                   "(Scalasca, seed 000)",
     }
