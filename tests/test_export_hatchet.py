@@ -96,3 +96,12 @@ def test_experiment_formats_refuse_a_trace(tmp_path, capsys):
     err = capsys.readouterr().err.strip()
     assert "--hatchet needs an experiment directory" in err and len(err.splitlines()) == 1
     assert not (tmp_path / "h.json").exists()
+
+
+def test_a_directory_that_is_neither_is_one_line(tmp_path, capsys):
+    (tmp_path / "d").mkdir()
+    (tmp_path / "d" / "notes.txt").write_text("x")
+    assert cli.main(["export", str(tmp_path / "d"), "--cube", str(tmp_path / "c.cubex")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "neither an experiment" in err and len(err.splitlines()) == 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["d"]

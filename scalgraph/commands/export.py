@@ -69,6 +69,9 @@ def run(args) -> int:
     if _is_experiment(src):
         _export_experiment(src, args, wanted)
     else:
+        if src.is_dir() and not (src / TRACE_FILE).is_file() and not any(src.glob("*.otf2")):
+            raise UserError(f"{src}: neither an experiment (no experiment.json) nor a trace (no {TRACE_FILE} or "
+                            "*.otf2 in it); pass the directory `scalgraph run -o` wrote, or a trace")
         if args.scale:
             raise UserError(f"--scale picks a scale of an experiment; {src} is not an experiment directory")
         misplaced = [f"--{f}" for f in wanted if f in EXP_FORMATS]
