@@ -191,3 +191,36 @@ def test_random_kills_leave_complete_files_and_clean_messages(progs, tmp_path, c
         out, err = capsys.readouterr()
         lines = err.strip().splitlines()
         assert code != 0 and len(lines) == 1 and "no successful runs" in lines[0], (trial, err)
+
+
+def test_an_sgcc_program_runs_and_carries_its_psg_without_the_cache(tmp_path):
+    """The PSG section survives the link (zig's lld collects unreferenced sections) and the shim is
+    linked in statically: the executable copied alone, with no shim cache and no home, still runs,
+    records, and `scalgraph psg` reads its graph from the executable itself."""
+    import importlib.util
+
+    from elftools.elf.elffile import ELFFile
+    require_tool(MPIEXEC is not None and importlib.util.find_spec("ziglang") is not None, "no MPI or ziglang")
+    (tmp_path / "app.c").write_text(PLAIN_PROGRAM)
+    res = subprocess.run([str(BIN / "sgcc"), "-O1", "-o", "app", "app.c"], cwd=tmp_path, capture_output=True,
+                         text=True, timeout=600)
+    assert res.returncode == 0, res.stderr
+    alone = tmp_path / "elsewhere"
+    alone.mkdir()
+    shutil.copy(tmp_path / "app", alone / "app")
+    with open(alone / "app", "rb") as fh:
+        elf = ELFFile(fh)
+        assert elf.get_section_by_name(".scalgraph.psgfull") is not None
+        dynamic = elf.get_section_by_name(".dynamic")
+        names = [t.needed if t.entry.d_tag == "DT_NEEDED" else t.runpath if t.entry.d_tag == "DT_RUNPATH"
+                 else t.rpath if t.entry.d_tag == "DT_RPATH" else "" for t in dynamic.iter_tags()]
+    from scalgraph.runtime.shim import cache_dir
+    assert not [n for n in names if "libscalgraph" in n or str(cache_dir()) in n], names
+    env = dict(os.environ, HOME=str(tmp_path / "no-home"), SCALGRAPH_CACHE=str(tmp_path / "no-cache"),
+               SCALGRAPH_OUT=str(alone / "out"))
+    res = _mpirun(alone / "app", [], env, alone)
+    assert res.returncode == 0, res.stderr
+    assert read_run(alone / "out").nranks == 2
+    psg = subprocess.run([sys.executable, "-m", "scalgraph.cli", "psg", "app"], cwd=alone, env=env,
+                         capture_output=True, text=True, timeout=120)
+    assert psg.returncode == 0 and "MPI_Barrier" in psg.stdout, psg.stderr
