@@ -125,6 +125,12 @@ def write_text(result: dict, out, experiment: str = "", source_roots: list[pathl
             pred = ", ".join(f"p={p}: {_fmt_s(v)}" for p, v in c["predicted"].items())
             w(f"   scaling model of the mean T(p) = {c['model']} (log-log slope {c['log_log_slope']:+.2f}); "
               f"scaling loss at p={big}: {_fmt_s(c['scaling_loss'])}; predicted {pred}\n")
+            if c.get("interval"):
+                iv = c["interval"]
+                w(f"   at p={iv['at']:g} the time lies in {_fmt_s(iv['low'])} .. {_fmt_s(iv['high'])} "
+                  "(every model the measurements cannot reject)\n")
+            for note in c.get("model_notes") or []:
+                w(f"   model: {note}\n")
             m = c["slowest_rank"]
             w(f"   slowest rank: T(p) = {m['model']}; scaling loss at p={big}: {_fmt_s(m['scaling_loss'])}\n")
         else:
