@@ -484,7 +484,6 @@ SUBPROCESS_CASES = [
     ("sgcc-output-is-object-input", ["sgcc", "-o", "lib.o", "prog.c", "lib.o"], "also an input"),
     ("sgcxx-output-is-source", ["sgcxx", "-o", "prog.cpp", "prog.cpp"], "also an input"),
     ("scalgraph-psg-fifo", ["scalgraph", "psg", "fifo"], "FIFO"),
-    ("scalgraph-detect-fifo-json", ["scalgraph", "detect", "fifoexp"], "FIFO"),
 ]
 
 
