@@ -105,3 +105,17 @@ def test_a_directory_that_is_neither_is_one_line(tmp_path, capsys):
     err = capsys.readouterr().err.strip()
     assert "neither an experiment" in err and len(err.splitlines()) == 1
     assert sorted(p.name for p in tmp_path.iterdir()) == ["d"]
+
+
+def test_vertices_that_did_not_run_leave_no_per_rank_rows():
+    from scalgraph.io.export_hatchet import hatchet_document
+    psg, runs, cause = syn.cg_like(scales=(2,))
+    prof = runs[2]
+    last = len(psg) - 1                      # comp cg.c:40, a leaf: zero on rank 1 only
+    prof.time[1, last] = prof.wait[1, last] = 0
+    prof.calls[1, last] = 0
+    spec = hatchet_document(psg, {2: prof})["scales"][0]["graphframe"]
+    gf = hatchet.GraphFrame.from_json(json.dumps(spec))
+    assert len(gf.dataframe) == len(psg) * 2 - 1
+    assert _by_vertex(gf, "time", rank=0)[last] == pytest.approx(prof.time[0, last])
+    assert last not in _by_vertex(gf, "time", rank=1)

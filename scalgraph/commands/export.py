@@ -113,7 +113,7 @@ def _export_experiment(src: pathlib.Path, args, wanted: dict[str, str]) -> None:
         _export_trace(trace, args, {f: wanted[f] for f in trace_fmts})
     if "hatchet" in wanted or "thicket" in wanted:
         from scalgraph.io import export_hatchet
-        profiles = {p: exp.profile(p) for p in exp.scales}
+        profiles = exp.profiles()          # read one scale at a time, when its turn comes
         if "hatchet" in wanted:
             doc = export_hatchet.hatchet_document(exp.psg, profiles, str(src))
             export_write.write_new(wanted["hatchet"], _json(doc), args.force)
@@ -126,6 +126,8 @@ def _export_experiment(src: pathlib.Path, args, wanted: dict[str, str]) -> None:
         export_write.write_new(wanted["cube"], export_cube.cubex_bytes(data), args.force)
     if "extrap" in wanted:
         _export_extrap(src, wanted["extrap"], args.force)
+    for note in exp.warnings:             # partial data found while reading: the exports carry it as it is
+        print(f"scalgraph export: note: {note}", file=sys.stderr)
 
 
 def _export_extrap(src: pathlib.Path, dest: str, force: bool) -> None:

@@ -8,7 +8,8 @@ per-rank arrays: `time` (exclusive seconds), `time (inc)` (summed over the subtr
   hatchet_document  {"scales": [{"p", "literal", "graphframe"}]}: per scale, `literal` is the list that
                     hatchet.GraphFrame.from_literal loads (one row per node: the mean over the ranks, with
                     the max and the rank holding it), `graphframe` the spec that hatchet.GraphFrame.from_json
-                    loads with a (node, rank) index: every node's metrics on every rank.
+                    loads with a (node, rank) index: every node's metrics on every rank (rows where all
+                    are zero, a vertex that did not run on that rank, are left out).
   thicket_document  what thicket.Thicket.from_json loads: one ensemble of all scales, profile = p, the
                     metadata table holding p, the run's wall time and repetitions.
 """
@@ -88,8 +89,11 @@ def _graphframe(psg: PSG, prof: RunProfile) -> dict:
     per_rank = _per_rank(psg, prof)
     names = [vertex_label(psg, v) for v in range(len(psg))]
     rows = []
+    ran = np.zeros((prof.nranks, len(psg)), bool)          # rows that are all zero are left out (sparse)
+    for a in per_rank.values():
+        ran |= a != 0
     for v in range(len(psg)):
-        for r in range(prof.nranks):
+        for r in np.flatnonzero(ran[:, v]).tolist():
             rows.append({"node": v, "rank": r, "name": names[v],
                          **{k: float(a[r, v]) for k, a in per_rank.items()}})
     return {"graph": _graph_spec(psg), "dataframe": rows, "dataframe_indices": ["node", "rank"],
