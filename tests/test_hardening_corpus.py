@@ -43,6 +43,8 @@ def snapshot(root: pathlib.Path) -> dict:
             st = os.lstat(p)
             if stat.S_ISLNK(st.st_mode):
                 out[str(p)] = ("link", os.readlink(p))
+            elif stat.S_ISREG(st.st_mode) and st.st_size > 64 << 20:     # the sparse "huge" inputs
+                out[str(p)] = ("big file", st.st_size, st.st_mtime_ns)
             elif stat.S_ISREG(st.st_mode):
                 out[str(p)] = ("file", hashlib.sha256(p.read_bytes()).hexdigest(), stat.S_IMODE(st.st_mode))
             elif stat.S_ISDIR(st.st_mode):
@@ -270,6 +272,7 @@ def psg_cases():
         ("elf-without-psg", lambda w: shutil.copy(pathlib.Path(PY).resolve(), w / "app2"), ["psg", "app2"],
          "carries no PSG"),
         ("psg-json-fifo", _fifo("app.psg.json"), ["psg", "app"], "FIFO"),
+        ("psg-json-huge", lambda w: os.truncate(w / "app.psg.json", 3 << 30), ["psg", "app"], "bytes, more than"),
         ("psg-json-dir", lambda w: ((w / "app.psg.json").unlink(), (w / "app.psg.json").mkdir()), ["psg", "app"],
          "directory"),
         ("json-output-is-input", lambda w: None, ["psg", "app", "--json", "app"], "destroy"),
@@ -313,6 +316,7 @@ RANK_DAMAGE = [
     ("forged-dep-peer", lambda p: _forge_dep(p, "peer", 10 ** 6), "record"),
     ("forged-dep-wait", lambda p: _forge_dep(p, "wait", np.nan), "record"),
     ("missing", lambda p: p.unlink(), "no profile file from rank"),
+    ("huge", lambda p: os.truncate(p, 80 << 30), "bytes, more than"),
 ]
 
 
