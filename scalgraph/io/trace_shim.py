@@ -202,10 +202,11 @@ def read_shim_trace(run_dir: str | pathlib.Path, psg=None) -> Trace:
         ev["tag"][raw["kind"] == IRECV_REQUEST] = 0
         enter_exit = np.flatnonzero((raw["kind"] == ENTER) | (raw["kind"] == EXIT))
         # one lookup per distinct (MPI routine or -1, vertex) pair, not per event
-        pairs = np.stack([raw["region"][enter_exit].astype(np.int64), raw["vertex"][enter_exit].astype(np.int64)], 1)
-        distinct, inverse = np.unique(pairs, axis=0, return_inverse=True)
+        keys = (raw["region"][enter_exit].astype(np.int64) << 32) | raw["vertex"][enter_exit].astype(np.int64)
+        distinct, inverse = np.unique(keys, return_inverse=True)     # one int64 per pair: a fast sort
         ids = np.array([region(("mpi", names[g], v), lambda g=g, v=v: mpi_region(names[g], v)) if g >= 0
-                        else region(("fn", v), lambda v=v: function_region(v)) for g, v in distinct.tolist()],
+                        else region(("fn", v), lambda v=v: function_region(v))
+                        for g, v in zip((distinct >> 32).tolist(), (distinct & 0xFFFFFFFF).tolist())],
                        dtype=np.int64)
         ev["region"][enter_exit] = ids[inverse.ravel()] if len(ids) else []
         ev = _close_open_regions(ev)
