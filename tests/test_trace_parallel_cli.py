@@ -31,7 +31,8 @@ def test_text_report_equals_serial(tmp_path):
     par = run(str(path), "--parallel", "2", "--top", "3")
     assert serial.returncode == 0 and par.returncode == 0, par.stderr
     lines = [ln for ln in par.stdout.splitlines() if not ln.startswith("  clock:")]
-    assert lines == serial.stdout.splitlines()
+    # the what-if re-timing of verdict causes runs in the serial command only (it needs the whole trace)
+    assert lines == [ln for ln in serial.stdout.splitlines() if not ln.lstrip().startswith("what-if:")]
     assert "Late Sender / Wrong Order" in par.stdout and "  clock: no receive before its send" in par.stdout
 
 
@@ -39,10 +40,10 @@ def test_json_trace_in_parallel_equals_serial(tmp_path):
     """Formats other than the own binary one are read whole by every process and cut."""
     require_tool(have_mpi(), "mpi4py and mpiexec are not installed")
     import json
-    from test_trace_parallel import assert_same
+    from test_trace_parallel import assert_same, without_whatif
     path = tmp_path / "wo.json"
     write_trace(wrong_order_and_waitall().build(), path, "json")
-    serial = json.loads(run(str(path), "--no-clock-correction", "--json").stdout)
+    serial = without_whatif(json.loads(run(str(path), "--no-clock-correction", "--json").stdout))
     par = run(str(path), "--parallel", "2", "--json")
     assert par.returncode == 0, par.stderr
     par = json.loads(par.stdout)
