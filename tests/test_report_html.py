@@ -100,15 +100,26 @@ def test_experiment_page_names_the_cause_with_its_source_and_plots(tmp_path, cap
 
 
 def test_model_curve_is_the_model_detect_reported(tmp_path, capsys):
-    """The plotted model is detect's fit of the same times: at 4P it gives detect's prediction."""
+    """The plotted model is the one detect states (its text, evaluated): at 2P and 4P it gives
+    detect's predictions, to the 3 digits the text keeps."""
     psg, runs, _ = syn.cg_like()
     exp = write_synthetic_experiment(tmp_path / "exp", psg, runs)
     assert cli.main(["detect", "--json", str(exp)]) == 0
-    cause = json.loads(capsys.readouterr().out)["root_causes"][0]
-    from scalgraph.commands.report import model_curve
-    curve = model_curve([2, 4, 8, 16], cause)
-    assert curve is not None and curve["p"][-1] == pytest.approx(64)
-    assert curve["t"][-1] == pytest.approx(cause["predicted"]["64"], rel=1e-9)
+    result = json.loads(capsys.readouterr().out)
+    from scalgraph.io.html_report.model_text import evaluate, model_curve
+    checked = 0
+    for c in result["root_causes"] + result["non_scalable"]:
+        if not c.get("predicted"):
+            continue
+        at = [float(q) for q in c["predicted"]]
+        assert evaluate(c["model"], at) == pytest.approx(list(c["predicted"].values()), rel=0.01, abs=1e-4)
+        curve = model_curve(c, result["scales"])
+        assert curve is not None and curve["p"][0] == 2 and curve["p"][-1] == pytest.approx(64)
+        checked += 1
+    assert checked >= 1
+    assert evaluate("0.0685 + 0.0622 * p^7/4", [8]) == pytest.approx([0.0685 + 0.0622 * 8 ** 1.75])
+    assert evaluate("1.2 - 0.3 * log2(p)^2 * p^(-1)", [4]) == pytest.approx([1.2 - 0.3 * 4 / 4])
+    assert model_curve({"model": "__import__('os')", "predicted": {}}, [2, 4]) is None
 
 
 def test_names_and_source_text_are_escaped(tmp_path, capsys):

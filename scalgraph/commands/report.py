@@ -154,22 +154,7 @@ def experiment_views(exp, result: dict, clusters: int) -> dict:
         vertex_time[key] = [float(x) for x in (prof.time.mean(axis=0) if prof.nranks else np.zeros(len(exp.psg)))]
     meta = {k: exp.meta.get(k) for k in ("created", "command", "mpi_library", "host")}
     return {"experiment": str(exp.path), "meta": meta, "rep_times": rep_times, "vertex_time": vertex_time,
-            "causes": [{"per_rank": per_rank[k], "reps": reps[k], "curve": model_curve(result["scales"], c)}
-                       for k, c in enumerate(causes)]}
-
-
-def model_curve(scales: list[int], cause: dict, points: int = 48) -> dict | None:
-    """The cause's fitted model over p0 .. 4P: detect's fit (scalgraph.analysis.scaling.fit_models) of
-    the same merged times; None when it does not give back the model detect reported."""
-    import numpy as np
-    from scalgraph.analysis.scaling import fit_models
-    if len(scales) < 2 or not cause.get("model"):
-        return None
-    fits = fit_models(scales, np.array([[cause["mean_time"][str(p)] for p in scales]]))
-    if fits.model_text(0) != cause["model"]:
-        return None
-    grid = np.geomspace(scales[0], 4 * scales[-1], points)
-    return {"p": [float(x) for x in grid], "t": [float(x) for x in fits.predict(grid)[0]]}
+            "causes": [{"per_rank": per_rank[k], "reps": reps[k]} for k in range(len(causes))]}
 
 
 # ---- traces ----

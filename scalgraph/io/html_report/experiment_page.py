@@ -6,13 +6,14 @@ PSG, and `views`, the per-rank and per-repetition arrays the report command read
   {"experiment": path, "meta": experiment.json's description fields,
    "rep_times": {p: [run time of each repetition]},
    "causes": [{"per_rank": {p: [time on each rank]}, "reps": {p: [mean over ranks, each repetition]},
-               "curve": {"p": [...], "t": [...]} (the fitted model) or None}]   (one per root cause),
+               }]   (one per root cause),
    "vertex_time": {p: [mean exclusive time per rank of each vertex]}}"""
 from __future__ import annotations
 
 import pathlib
 
 from scalgraph.io.html_report import figures as fig
+from scalgraph.io.html_report.model_text import model_curve
 from scalgraph.io.html_report.page import document, esc, plot_div
 from scalgraph.io.html_report.psg_tree import tree_html
 from scalgraph.io.html_report.source import excerpt
@@ -130,6 +131,7 @@ def _cause(n: int, c: dict, extra: dict, result: dict, roots: list[pathlib.Path]
              ("scaling model", f'<span class="mono">{esc(c.get("model") or c.get("note", "not fitted"))}</span>'
               + (f' (log-log slope {c["log_log_slope"]:+.2f})' if c.get("model") else "")),
              (f"scaling loss at p={big}", esc(_fmt_s(c["scaling_loss"]))),
+             *([("model notes", esc("; ".join(map(str, c["model_notes"]))))] if c.get("model_notes") else []),
              ("found from", f'the {esc(f["reason"])} vertex {esc(f["name"])}@{int(f["rank"])} '
                             f'<span class="mono">{esc(fig.short(f["location"]))}</span>')]
     if c.get("abnormal_at_scales"):
@@ -141,7 +143,7 @@ def _cause(n: int, c: dict, extra: dict, result: dict, roots: list[pathlib.Path]
     dl = "".join(f"<dt>{k}</dt><dd>{v}</dd>" for k, v in facts)
     key = f"cause{n}"
     plots = plot_div(f"{key}-scaling", figures, fig.cause_scaling(c, scales, weak, extra.get("reps") or {},
-                                                                 extra.get("curve")))
+                                                                 model_curve(c, scales)))
     if extra.get("per_rank"):
         plots += plot_div(f"{key}-ranks", figures, fig.rank_heatmap(c, scales, extra["per_rank"]))
     path = plot_div(f"{key}-path", figures, fig.path_graph(c)) if c.get("path") else ""

@@ -13,8 +13,8 @@ MEASURED, MEAN, SLOW, MODEL, IDEAL, PRED, BAD, FIX = ("#9ca3af", "#2563eb", "#b9
                                                       "#7c3aed", "#dc2626", "#0d9488")
 EDGE_COLOURS = {"start": "#6b7280", "data": "#2563eb", "control": "#d97706", "comm": "#dc2626",
                 "collective": "#7c3aed", "more": "#9ca3af"}
-PATTERN_COLOURS = ["#dc2626", "#2563eb", "#d97706", "#7c3aed", "#0d9488", "#db2777", "#65a30d", "#0891b2",
-                   "#9333ea", "#ea580c"]
+PATTERN_COLOURS = ["#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1", "#ff9da7",
+                   "#9c755f", "#bab0ac"]          # Tableau 10: categories told apart at a glance
 
 
 def _axis(title: str, **kw) -> dict:
@@ -107,12 +107,6 @@ def cause_scaling(cause: dict, scales: list[int], weak: bool, reps: dict[str, li
     all_p = scales + pred_p
     data = []
     if curve and curve.get("p"):
-        err = cause.get("cv_error")
-        if err:
-            data.append({"type": "scatter", "mode": "lines", "x": curve["p"] + curve["p"][::-1],
-                         "y": [t + err for t in curve["t"]] + [max(t - err, 0.0) for t in curve["t"][::-1]],
-                         "fill": "toself", "fillcolor": "rgba(234,88,12,0.12)", "line": {"width": 0},
-                         "name": "model \u00b1 leave-one-out error", "hoverinfo": "skip"})
         data.append({"type": "scatter", "mode": "lines", "x": curve["p"], "y": curve["t"],
                      "name": f"model T(p) = {plot_text(cause.get('model') or '')}",
                      "line": {"color": MODEL, "width": 2},
@@ -138,8 +132,21 @@ def cause_scaling(cause: dict, scales: list[int], weak: bool, reps: dict[str, li
                      "name": "predicted by the model", "marker": {"color": PRED, "size": 10, "symbol": "star-open",
                                                                   "line": {"width": 2}},
                      "hovertemplate": "p=%{x}: %{y:.4g} s<extra>predicted</extra>"})
+    band = cause.get("interval")
+    if isinstance(band, dict) and all(isinstance(band.get(k), (int, float)) for k in ("at", "low", "high")):
+        mid = pred.get(str(int(band["at"])), (band["low"] + band["high"]) / 2)
+        data.append({"type": "scatter", "mode": "markers", "x": [band["at"]], "y": [mid],
+                     "name": "the prediction's interval", "marker": {"color": PRED, "size": 1},
+                     "error_y": {"type": "data", "symmetric": False, "array": [max(band["high"] - mid, 0.0)],
+                                 "arrayminus": [max(mid - band["low"], 0.0)], "color": PRED, "thickness": 2,
+                                 "width": 8},
+                     "hovertemplate": f"p=%{{x}}: {band['low']:.4g} .. {band['high']:.4g} s<extra>interval</extra>"})
+    shown = mean + slow + ys + [pred[str(p)] for p in pred_p] + (curve["t"] if curve and curve.get("t") else [])
+    if isinstance(band, dict) and isinstance(band.get("high"), (int, float)):
+        shown.append(band["high"])
+    top = max([v for v in shown if v is not None] + [0.0])
     return {"data": data, "layout": _layout(
-        430, xaxis=_p_axis(all_p), yaxis=_axis("seconds per rank", rangemode="tozero"),
+        430, xaxis=_p_axis(all_p), yaxis=_axis("seconds per rank", range=[0, top * 1.12 if top > 0 else 1]),
         legend={"orientation": "h", "x": 0, "y": -0.3, "yanchor": "top", "font": {"size": 11}},
         annotations=[_title("scaling of this code", 0.0)])}
 
@@ -229,8 +236,9 @@ def path_graph(cause: dict) -> dict:
                               "dash": "dot" if kind == "more" else "solid"}, "hoverinfo": "skip"})
     colours = [BAD if i == len(walk) - 1 else ("#0369a1" if s["kind"] == "MPI" else "#374151")
                for i, (s, _) in enumerate(walk)]
+    right = max(xs)
     data.append({"type": "scatter", "mode": "markers+text", "x": xs, "y": ys, "text": labels,
-                 "textposition": "middle right", "textfont": {"size": 11}, "name": "(vertex, rank)",
+                 "textposition": ["middle left" if x == right and x != min(xs) else "middle right" for x in xs], "textfont": {"size": 11}, "name": "(vertex, rank)",
                  "showlegend": False, "cliponaxis": False,
                  "marker": {"size": [14 if i == len(walk) - 1 else 9 for i in ys], "color": colours,
                             "line": {"color": "#fff", "width": 1}},
@@ -242,7 +250,8 @@ def path_graph(cause: dict) -> dict:
     return {"data": data, "layout": _layout(
         max(260, 30 * len(walk) + 110), showlegend=True, annotations=arrows + [_title("backtracking path", 0.0)],
         xaxis=_axis("rank", tickvals=ranks, ticktext=[str(r) for r in ranks],
-                    range=[min(ranks) - 0.5, max(ranks) + 1.6], showgrid=True, zeroline=False),
+                    range=[min(ranks) - (1.6 if len(ranks) > 1 else 0.5), max(ranks) + (0.5 if len(ranks) > 1 else 1.6)],
+                    showgrid=True, zeroline=False),
         yaxis=_axis("", autorange="reversed", showticklabels=False, showgrid=False, zeroline=False, showline=False,
                     ticks=""),
         margin={"l": 20, "r": 18, "t": 30, "b": 52})}
@@ -329,5 +338,33 @@ def wait_timeline(instances: list[dict], nranks: int, t0: float) -> dict:
         max(240, 44 * nranks + 120), barmode="overlay", annotations=arrows + [
             _title("largest wait states per rank, arrows from the rank that caused them", 0.0)],
         xaxis=_axis("seconds since the trace started", range=[0, span * 1.03]),
-        yaxis=_axis("rank", autorange="reversed", dtick=1 if nranks <= 32 else None, zeroline=False),
+        yaxis=_axis("rank", range=[nranks - 0.5, -0.5], dtick=1 if nranks <= 32 else None, zeroline=False),
         bargap=0.3)}
+
+
+def rank_split(patterns: list[dict], delay_causes: list[dict], nranks: int) -> dict:
+    """Each rank's time, computation and MPI (the pattern tree's Time and MPI per rank), beside the
+    waiting it caused on other ranks (its delay costs)."""
+    by_key = {p["key"]: p for p in patterns}
+
+    def per_rank(entries) -> list[float]:
+        out = [0.0] * nranks
+        for c in entries:
+            for r, v in enumerate(c.get("per_rank") or []):
+                if r < nranks:
+                    out[r] += v
+        return out
+    total = per_rank((by_key.get("time") or {}).get("callpaths", []))
+    mpi = per_rank((by_key.get("mpi") or {}).get("callpaths", []))
+    caused = per_rank(delay_causes)
+    ranks = list(range(nranks))
+    bars = [("computation", [max(t - m, 0.0) for t, m in zip(total, mpi)], "#4e79a7", "time"),
+            ("in MPI (incl. waiting)", mpi, "#bab0ac", "time"),
+            ("waiting it caused on other ranks", caused, "#e15759", "caused")]
+    return {"data": [{"type": "bar", "x": ranks, "y": y, "name": name, "marker": {"color": colour},
+                      "offsetgroup": group, "hovertemplate": f"rank %{{x}}: %{{y:.4g}} s<extra>{name}</extra>"}
+                     for name, y, colour, group in bars],
+            "layout": _layout(300, barmode="stack", legend={"orientation": "h", "x": 0, "y": -0.3, "yanchor": "top",
+                                                            "traceorder": "normal", "font": {"size": 11}},
+                              xaxis=_axis("rank", dtick=1 if nranks <= 32 else None),
+                              yaxis=_axis("seconds"), annotations=[_title("time on each rank, and the waiting it caused", 0.0)])}

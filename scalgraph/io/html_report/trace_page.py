@@ -31,7 +31,7 @@ def trace_page(result: dict, views: dict, roots: list[pathlib.Path]) -> str:
 def trace_sections(result: dict, views: dict, roots: list[pathlib.Path], figures: dict, prefix: str = "",
                    heading: str = "") -> tuple[list[tuple[str, str]], str]:
     """(navigation entries, HTML) of the trace's sections; ids carry `prefix`."""
-    parts = [_summary(result, prefix, heading), _causes(result, roots, prefix),
+    parts = [_summary(result, figures, prefix, heading), _causes(result, roots, prefix),
              _patterns(result, figures, prefix), _delay(result, figures, prefix),
              _critical(result, figures, prefix), _timeline(result, views, figures, prefix)]
     nav = [(f"{prefix}summary", heading or "Summary"), (f"{prefix}causes", "Trace causes" if prefix else "Root causes"),
@@ -43,7 +43,7 @@ def trace_sections(result: dict, views: dict, roots: list[pathlib.Path], figures
     return nav, "\n".join(parts)
 
 
-def _summary(result: dict, prefix: str, heading: str) -> str:
+def _summary(result: dict, figures: dict, prefix: str, heading: str) -> str:
     cl = result["delay"]["classification"]
     cp = result["critical_path"]
     kpis = [("ranks", str(int(result["ranks"]))), ("events", f"{int(result['events']):,}"),
@@ -62,8 +62,9 @@ def _summary(result: dict, prefix: str, heading: str) -> str:
                    "of the total time (the delay costs below are the account).</p>")
     clock = "".join(f"<li>clock: {esc(line)}</li>" for line in (result.get("clock") or "").splitlines())
     clock = f'<ul class="notes">{clock}</ul>' if clock else ""
+    plot = plot_div(f"{prefix}ranks-plot", figures, fig.rank_split(result["patterns"], result["delay"]["root_causes"], int(result["ranks"])))
     return (f'<section id="{prefix}summary"><h2>{esc(heading or "Summary")}</h2>{verdict}<div class="kpis">{cards}</div>'
-            f"{clock}</section>")
+            f"{plot}{clock}</section>")
 
 
 def _where(c: dict) -> str:
