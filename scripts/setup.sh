@@ -23,6 +23,11 @@ if ! command -v flang-new-19 >/dev/null 2>&1 && [ -z "${SCALGRAPH_FC:-}" ]; then
 if ! command -v mpif90.mpich >/dev/null 2>&1 && [ -z "${SCALGRAPH_MPIFC:-}${MPIFC:-}" ]; then
   need+=(mpich libmpich-dev)
 fi
+# Open MPI beside MPICH: the end-to-end tests run under both (MPICC=mpicc.openmpi ...).
+new_openmpi=no
+if ! command -v mpicc.openmpi >/dev/null 2>&1; then need+=(openmpi-bin libopenmpi-dev); new_openmpi=yes; fi
+# A system clang compiles the bitcode about 3x faster than zig's (docs/mpi-and-builds.md).
+if ! command -v clang-19 >/dev/null 2>&1 && [ -z "${SCALGRAPH_CC:-}" ]; then need+=(clang-19); fi
 # otf2-print (Debian otf2-tools) is an independent OTF2 reader the tests check our archives with.
 if ! command -v otf2-print >/dev/null 2>&1; then need+=(otf2-tools); fi
 # a real browser for the HTML report's tests (Selenium drives headless chromium through chromedriver)
@@ -33,6 +38,12 @@ if [ ${#need[@]} -gt 0 ]; then
     echo "scalgraph setup: installing ${need[*]} (Debian) for Fortran support and OTF2 checks ..."
     DEBIAN_FRONTEND=noninteractive apt-get update -q >/dev/null
     DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${need[@]}" >/dev/null
+    if [ "$new_openmpi" = yes ] && command -v mpicc.mpich >/dev/null 2>&1; then
+      # Open MPI's higher priority would take over mpicc, mpirun and libmpi.so: keep MPICH the default
+      update-alternatives --quiet --set mpi /usr/bin/mpicc.mpich || true
+      update-alternatives --quiet --set mpirun /usr/bin/mpirun.mpich || true
+      update-alternatives --quiet --set "mpi-$(uname -m)-linux-gnu" "/usr/include/$(uname -m)-linux-gnu/mpich" || true
+    fi
   else
     echo "scalgraph setup: ${need[*]} missing and not root: Fortran (sgfort) or otf2-print will be unavailable" \
          "(or set SCALGRAPH_FC to a flang and MPIFC to an MPI Fortran wrapper)" >&2
