@@ -167,6 +167,12 @@ def test_experiment_directory_means_its_largest_traced_scale(tmp_path, capsys):
     assert any("largest traced scale, 4 ranks" in n for n in rep["notes"])
     assert cli.main(["trace", str(tmp_path)]) != 0           # no trace there: one clear line
     assert len(capsys.readouterr().err.strip().splitlines()) == 1
+    profiles_only = tmp_path / "profiles"
+    (profiles_only / "scale-2" / "rep-0").mkdir(parents=True)
+    (profiles_only / "experiment.json").write_text("{}")
+    assert cli.main(["trace", str(profiles_only)]) != 0
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "holds no traces" in err and "--trace" in err
 
 
 def test_mpi_call_lines_carry_their_own_line_and_vertex():

@@ -174,6 +174,10 @@ def _run_trace(path: str) -> tuple[str, str | None]:
                     f"({t.relative_to(p)}; traced scales: {', '.join(map(str, scales))}); pass "
                     f"{p}/scale-P/rep-K for another")
             return str(t), note
+        if (p / "experiment.json").is_file() and not any(p.glob("*.otf2")):
+            from scalgraph.errors import UserError
+            raise UserError(f"{p}: this experiment holds no traces (scale-P/rep-K/trace.sgtrace); record one with "
+                            f"`scalgraph run --trace`")
     return path, None
 
 
