@@ -487,6 +487,8 @@ SUBPROCESS_CASES = [
     ("sgcc-output-names-header", ["sgcc", "-o", "prog.h", "prog.c"], "names a source file"),
     ("sgcc-output-is-object-input", ["sgcc", "-o", "lib.o", "prog.c", "lib.o"], "also an input"),
     ("sgcxx-output-is-source", ["sgcxx", "-o", "prog.cpp", "prog.cpp"], "also an input"),
+    ("sgcc-output-is-a-fifo", ["sgcc", "-c", "-o", "fifo", "prog.c"], "not a regular file"),
+    ("sgcc-output-is-a-directory", ["sgcc", "-o", "fifoexp", "prog.c"], "not a regular file"),
     ("scalgraph-psg-fifo", ["scalgraph", "psg", "fifo"], "FIFO"),
 ]
 

@@ -19,7 +19,7 @@ import subprocess
 import sys
 import time
 
-from scalgraph.errors import UserError
+from scalgraph.errors import UserError, printable
 from scalgraph.io import experiment_write as ew
 from scalgraph.io.safe_read import check_regular, contained, read_regular
 from scalgraph.io.safe_write import write_atomic
@@ -32,7 +32,7 @@ def add_arguments(p) -> None:
     inp = p.add_argument_group("what to run")
     inp.add_argument("-n", "--scales", required=True, metavar="P,P,...",
                      help="process counts to run at, e.g. 2,4,8,16")
-    inp.add_argument("--repeat", type=int, default=1, metavar="K",
+    inp.add_argument("--repeat", "--reps", dest="repeat", type=int, default=1, metavar="K",
                      help="runs per scale; detect takes the median (default %(default)s)")
     inp.add_argument("program", nargs=argparse.REMAINDER, metavar="-- PROGRAM [ARGS]",
                      help="the program built with sgcc/sgcxx/sgfort and its arguments; in the arguments {p} is "
@@ -247,8 +247,8 @@ def run_all(exp: pathlib.Path, desc: dict, command, launcher, args, scales: list
     failed = [r for r in wanted if r["status"] != ew.OK]
     if failed:
         which = "; ".join(f"p={r['scale']} rep {r['rep']}: {r.get('error', 'failed')}" for r in failed)
-        print(f"scalgraph run: {len(failed)} of {total} runs failed ({which}); their output is in "
-              f"{exp}/scale-<p>/rep-<k>/stderr.txt; run the same command again to retry them", file=sys.stderr)
+        print(printable(f"scalgraph run: {len(failed)} of {total} runs failed ({which}); their output is in "
+                        f"{exp}/scale-<p>/rep-<k>/stderr.txt; run the same command again to retry them"), file=sys.stderr)
         return 1
     from scalgraph.io.profile_file import fallback_note
     if note := fallback_note(exp / r["dir"] for r in wanted):
@@ -275,8 +275,8 @@ def progress(done: int, total: int, entry: dict, state: str) -> None:
     tail = f" {entry['wall_time']:.2f} s" if state != "running" else ""
     if state == ew.FAILED:
         tail += f" ({entry.get('error')})"
-    print(f"scalgraph run: [{'#' * filled}{'.' * (width - filled)}] {done}/{total}  "
-          f"p={entry['scale']} rep {entry['rep']}: {state}{tail}", file=sys.stderr, flush=True)
+    print(printable(f"scalgraph run: [{'#' * filled}{'.' * (width - filled)}] {done}/{total}  "
+                    f"p={entry['scale']} rep {entry['rep']}: {state}{tail}"), file=sys.stderr, flush=True)
 
 
 def run_one(exp: pathlib.Path, entry: dict, command, launcher, args) -> None:

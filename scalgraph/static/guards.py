@@ -14,6 +14,7 @@ import contextlib
 import os
 import shlex
 import shutil
+import stat
 import sys
 
 from scalgraph.errors import UserError
@@ -36,6 +37,15 @@ def check_outputs(output: str | None, inputs: list[str], prog: str) -> None:
     if not output or output == "-":
         return
     from scalgraph.static.args import language_of
+    try:
+        st = os.stat(output)
+    except OSError:
+        st = None
+    if st is not None and not stat.S_ISREG(st.st_mode):
+        # the output goes through a temporary file and a rename, which would replace a device (as root,
+        # -o /dev/null would become a regular file) or a FIFO
+        raise UserError(f"-o {output} is not a regular file ({'a directory' if stat.S_ISDIR(st.st_mode) else 'a device, FIFO or socket'}); "
+                        "give a file name (to discard the output, -o into a temporary directory)")
     for path in inputs:
         if _same_file(output, path):
             raise UserError(f"-o {output} is also an input file: the build would replace it; give another -o "
