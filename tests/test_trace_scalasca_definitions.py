@@ -239,3 +239,18 @@ def test_only_messages_with_a_wait_state_start_a_delay_interval():
     assert by_name(fwd, dl.short_term)["f"] == pytest.approx(1.5 * 2.5 / 4)
     _, every, _ = replay(b, delay.DelayOptions(sync_points="messages"))
     assert by_name(fwd, every.short_term)["f"] == pytest.approx(1.5 * 2.5 / 3)
+
+
+def test_total_time_includes_program_begin_and_end():
+    """OTF2 ProgramBegin at -1 on both ranks, ProgramEnd at 5 on rank 0 and 4.5 on rank 1; events span
+    [0, 4]: the total time is 2·4 (call paths) + (1 + 1) + (1 + 0.5) = 11.5, as scout counts it."""
+    from scalgraph.commands.trace import analyse
+    b = Builder(2)
+    for r in range(2):
+        b.enter(r, 0, "main").work(r, 0, 4, "f").exit(r, 4, "main")
+    tr = b.build()
+    tr.program_begin, tr.program_end = {0: -1.0, 1: -1.0}, {0: 5.0, 1: 4.5}
+    rep = analyse(tr, clock_correction=True)
+    assert rep["program_time"] == pytest.approx(3.5) and rep["total_time"] == pytest.approx(11.5)
+    tr.program_begin, tr.program_end = {}, {}
+    assert analyse(tr, clock_correction=False)["total_time"] == pytest.approx(8.0)
