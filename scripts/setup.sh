@@ -14,6 +14,9 @@ fi
 if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
   .venv/bin/python -m pip install -q --upgrade pip
   .venv/bin/python -m pip install -q -e ".[bundled,otf2,test]"
+  # Extra-P (reads `scalgraph export --extrap`; bench_models.py compares with it): its API needs only
+  # the test extra's deps, its metadata pins a GUI and numpy<2, hence --no-deps
+  .venv/bin/python -m pip install -q --no-deps "extrap==4.2.5"
   touch "$stamp"
 fi
 # Fortran: flang-19 emits the LLVM IR, and Debian's MPICH has the Fortran bindings (mpif.h,
