@@ -22,6 +22,7 @@ as its partners allow always finishes; local stretches are re-timed with one cum
 """
 from __future__ import annotations
 
+import pathlib
 from dataclasses import dataclass
 
 import numpy as np
@@ -178,5 +179,7 @@ def add_whatif(root_causes: list[dict], fwd) -> None:
 def whatif_line(cause: dict) -> str:
     """'fixing cg.c:21 saves 2.1 s of 4.4 s (48 %) of the run'"""
     w = cause["whatif"]
-    return (f"fixing {cause.get('where') or ', '.join(cause.get('callpaths', []))} saves {w['gain']:.3g} s of "
+    place = (f"{pathlib.Path(cause['file']).name}:{cause['line']}" if cause.get("file")
+             else ", ".join(cause.get("callpaths", [])))
+    return (f"fixing {place} saves {w['gain']:.3g} s of "
             f"{w['run_length']:.3g} s ({100 * w['gain_share']:.0f} % of the run; trace re-timing)")
