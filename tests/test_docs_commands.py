@@ -12,6 +12,8 @@ Convention (also stated in docs/user-guide/index.md):
   Within a shown line, `...` standing as a word stands for any text (`#1 cg.c:21 ...` only has to start
   the real line); a line that is just `...` marks left-out lines.  A line `[exit N]` says the command exits
   with N (default 0).
+- A block preceded by the line `<!-- docs-test requires: PROG ... -->` needs those programs beyond the venv
+  (e.g. `mpicc.openmpi`): it runs in its own test, skipped where they are missing (a failure in CI).
 - Commands are single programs with arguments (leading `VAR=value` words set the environment); no pipes,
   redirections or `$(...)`: they are run without a shell.
 - All pages share one sandbox directory, in this order: README.md, then the guide pages by name.  It holds
@@ -57,10 +59,20 @@ class Example:
     command: str
     expected: list[str]
     exit_code: int = 0
+    requires: tuple[str, ...] = ()  # programs the example needs beyond the venv (e.g. mpicc.openmpi)
 
 
 def rel(page: pathlib.Path) -> str:
     return str(page.relative_to(ROOT))
+
+
+REQUIRES = re.compile(r"^<!--\s*docs-test requires:\s*(.*?)\s*-->$")
+
+
+def requires_before(lines: list[str], fence_line: int) -> tuple[str, ...]:
+    """Programs named by a `<!-- docs-test requires: prog ... -->` line right before a fence."""
+    m = REQUIRES.match(lines[fence_line - 1].strip()) if fence_line > 0 else None
+    return tuple(m.group(1).split()) if m else ()
 
 
 def fenced_blocks(text: str) -> list[tuple[str, int, list[str]]]:
@@ -82,9 +94,11 @@ def fenced_blocks(text: str) -> list[tuple[str, int, list[str]]]:
 
 def examples(page: pathlib.Path) -> list[Example]:
     found: list[Example] = []
+    lines = page.read_text().splitlines()
     for info, first, body in fenced_blocks(page.read_text()):
         if info != "console":
             continue
+        needs = requires_before(lines, first - 2)
         current: Example | None = None
         k = 0
         while k < len(body):
@@ -94,7 +108,7 @@ def examples(page: pathlib.Path) -> list[Example]:
                 while command.rstrip().endswith("\\") and k + 1 < len(body):
                     k += 1
                     command = command.rstrip()[:-1] + " " + body[k].strip()
-                current = Example(rel(page), first + start, command, [])
+                current = Example(rel(page), first + start, command, [], requires=needs)
                 found.append(current)
             elif current is not None and line.strip():
                 m = EXIT_LINE.match(line.strip())
@@ -170,13 +184,17 @@ def sandbox(tmp_path_factory) -> Sandbox:
     return Sandbox(tmp_path_factory.mktemp("docs"))
 
 
-@pytest.mark.parametrize("page", EXECUTED, ids=rel)
-def test_console_examples_run_as_shown(page, sandbox):
+def check_examples(page: pathlib.Path, sandbox: Sandbox, with_tools: bool) -> None:
     if page != EXECUTED[0]:                       # every page may build on the README's examples
         for ex in examples(EXECUTED[0]):
-            sandbox.run(ex)
+            if not ex.requires:
+                sandbox.run(ex)
+    chosen = [ex for ex in examples(page) if bool(ex.requires) == with_tools]
+    for ex in chosen:
+        for prog in ex.requires:
+            require_tool(shutil.which(prog) is not None, f"{prog} not installed (bash scripts/setup.sh as root)")
     failures = []
-    for ex in examples(page):
+    for ex in chosen:
         res = sandbox.run(ex)
         where = f"{ex.page}:{ex.line}: $ {ex.command}"
         if res.returncode != ex.exit_code:
@@ -186,6 +204,18 @@ def test_console_examples_run_as_shown(page, sandbox):
         if missing:
             failures.append(f"{where}\n  not in the output (in this order): {missing}\n  output:\n{res.stdout[-4000:]}")
     assert not failures, "\n\n".join(failures)
+
+
+@pytest.mark.parametrize("page", EXECUTED, ids=rel)
+def test_console_examples_run_as_shown(page, sandbox):
+    check_examples(page, sandbox, with_tools=False)
+
+
+@pytest.mark.parametrize("page", [p for p in EXECUTED if any(ex.requires for ex in examples(p))], ids=rel)
+def test_console_examples_with_other_tools(page, sandbox):
+    """Examples marked `<!-- docs-test requires: prog -->` (another MPI, ...): skipped where prog is
+    missing, a failure in CI, where scripts/setup.sh installs it."""
+    check_examples(page, sandbox, with_tools=True)
 
 
 def test_pages_have_examples():
