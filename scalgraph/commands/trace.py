@@ -10,7 +10,9 @@ import sys
 def add_arguments(p) -> None:
     inp = p.add_argument_group("input")
     inp.add_argument("trace", metavar="TRACE",
-                     help="trace file: scalgraph binary, JSON, or an OTF2 anchor (traces.otf2) / its directory")
+                     help="trace file: scalgraph binary, JSON, or an OTF2 anchor (traces.otf2) / its directory; "
+                          "a run directory EXP/scale-P/rep-K of `scalgraph run --trace`, or the experiment EXP "
+                          "itself (its largest traced scale)")
     ana = p.add_argument_group("analysis")
     ana.add_argument("--no-clock-correction", action="store_true",
                      help="analyse the timestamps as recorded (default: correct clock-condition violations first)")
@@ -25,8 +27,8 @@ def add_arguments(p) -> None:
     clc.add_argument("--clc-min-latency-collective", type=float, default=None, metavar="S",
                      help="minimum latency of a collective's logical messages (default: --clc-min-latency)")
     clc.add_argument("--write-corrected", metavar="FILE",
-                     help="also write the clock-corrected trace: JSON for *.json, OTF2 for *.otf2 (a new archive "
-                          "directory FILE's stem), else scalgraph binary")
+                     help="also write the clock-corrected trace: JSON for *.json, an OTF2 archive for *.otf2 "
+                          "(anchor FILE, data in the directory of FILE's stem), else scalgraph binary")
     dly = p.add_argument_group("definitions (defaults: Scalasca 2.6's; docs/trace-analysis.md)")
     dly.add_argument("--delay-scale", choices=("scalasca", "seed"), default="scalasca",
                      help="scalasca: a point-to-point wait's short-term factor is clipped at 1; seed: s = 1/(sum "
