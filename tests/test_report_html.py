@@ -163,6 +163,7 @@ def test_trace_page_has_the_papers_costs(tmp_path, capsys):
     body = visible_text(page)
     first = body.split('id="cause1"')[1].split('id="cause2"')[0]
     assert "g&lt;script&gt;" in first and "3.375 s" in first and "16.1 % of the total time" in first
+    assert "Predicted gain.</b> fixing it saves" in first           # the trace re-timing's what-if
     assert "f" in body.split('id="cause2"')[1] and "1.125 s" in body.split('id="cause2"')[1]
     assert "Late Sender" in body and "7 s over" in body          # pattern tree; critical path of 7 s
     figs = figures(page)

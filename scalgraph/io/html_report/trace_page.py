@@ -97,10 +97,20 @@ def _causes(result: dict, roots: list[pathlib.Path], prefix: str) -> str:
             f'<div class="why">computation on rank {int(c["rank"])} that made other ranks wait</div></div>'
             f'<div class="cost"><div class="v">{esc(_s(c["seconds"]))}</div><div class="muted">{c["percent"]:.1f} % of '
             f'the total time</div><div class="bar"><span style="width:{100 * share:.1f}%"></span></div></div></summary>'
-            f'<div class="cause-body"><div class="grid2"><div><h3>Source</h3>{source}</div><div><h3>Facts</h3>'
+            f'<div class="cause-body">{_whatif(c)}<div class="grid2"><div><h3>Source</h3>{source}</div><div><h3>Facts</h3>'
             f'<dl class="facts"><dt>call paths</dt><dd>{paths}</dd><dt>delay cost</dt><dd>{esc(_s(c["delay_seconds"]))}'
             f"</dd><dt>on ranks</dt><dd>{ranks}</dd>{real}</dl></div></div></div></details>")
     return f'<section id="{prefix}causes"><h2>Root causes</h2>{"".join(cards)}</section>'
+
+
+def _whatif(c: dict) -> str:
+    """The gain of fixing the cause by re-timing the trace (scalgraph/trace/retime.py), when given."""
+    w = c.get("whatif")
+    if not isinstance(w, dict) or not all(isinstance(w.get(k), (int, float)) for k in ("gain", "run_length")):
+        return ""
+    share = f" ({100 * w['gain_share']:.0f} % of the run)" if isinstance(w.get("gain_share"), (int, float)) else ""
+    return (f'<div class="whatif"><b>Predicted gain.</b> fixing it saves <b>{esc(_s(w["gain"]))}</b> of '
+            f'{esc(_s(w["run_length"]))}{share}. <span class="muted">(trace re-timing)</span></div>')
 
 
 def _patterns(result: dict, figures: dict, prefix: str) -> str:
