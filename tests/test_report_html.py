@@ -207,3 +207,15 @@ def test_bad_input_is_one_clear_line(tmp_path, capsys, argv, says):
     err = capsys.readouterr().err
     assert code != 0 and says in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err
     assert not (tmp_path / "r.html").exists()
+
+
+def test_one_scale_and_balanced_experiments_get_a_page(tmp_path, capsys):
+    """One scale: the abnormal rank is the cause, no model is drawn; the balanced control: the page
+    says no problem was found and has no cause card."""
+    psg, runs, _ = syn.cg_like(scales=(8,))
+    code, page, _ = report(tmp_path, write_synthetic_experiment(tmp_path / "one", psg, runs))
+    assert code == 0 and 'id="cause1"' in page and "needs &gt;= 2 scales" in page
+    assert not any(t["name"].startswith("model") for t in figures(page)["cause1-scaling"]["data"])
+    psg, runs, _ = syn.balanced()
+    code, page, _ = report(tmp_path, write_synthetic_experiment(tmp_path / "bal", psg, runs))
+    assert code == 0 and "No scaling problem found" in page and 'id="cause1"' not in page
