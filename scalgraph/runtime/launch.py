@@ -10,6 +10,7 @@ import os
 import pathlib
 import re
 import shutil
+import stat
 import subprocess
 import sys
 from dataclasses import dataclass, field
@@ -88,6 +89,8 @@ def linked_mpi_library(program: str) -> tuple[str, str]:
     """(resolved path of the MPI library the program loads, flavour), or ("", UNKNOWN) for a script or a
     program without MPI.  Uses ldd, which prints what the dynamic loader would load."""
     try:
+        if not stat.S_ISREG(os.stat(program).st_mode):   # a FIFO would block the open below
+            return "", UNKNOWN
         with open(program, "rb") as f:
             if f.read(4) != b"\x7fELF":
                 return "", UNKNOWN
