@@ -31,6 +31,13 @@ new_openmpi=no
 if ! command -v mpicc.openmpi >/dev/null 2>&1; then need+=(openmpi-bin libopenmpi-dev); new_openmpi=yes; fi
 # A system clang compiles the bitcode about 3x faster than zig's (docs/mpi-and-builds.md).
 if ! command -v clang-19 >/dev/null 2>&1 && [ -z "${SCALGRAPH_CC:-}" ]; then need+=(clang-19); fi
+# OpenMP (sgcc -fopenmp): LLVM's runtime libomp, which implements OMPT (docs/openmp.md), for clang-19
+# and for every other Debian clang-N here (sgcc takes the newest one llvmlite reads)
+for v in 19 $(ls /usr/bin 2>/dev/null | sed -n 's/^clang-\([0-9][0-9]*\)$/\1/p'); do
+  if [ ! -e "/usr/lib/llvm-$v/lib/libomp.so" ] && [[ " ${need[*]} " != *" libomp-$v-dev "* ]]; then
+    need+=("libomp-$v-dev")
+  fi
+done
 # otf2-print (Debian otf2-tools) is an independent OTF2 reader the tests check our archives with.
 if ! command -v otf2-print >/dev/null 2>&1; then need+=(otf2-tools); fi
 # a real browser for the HTML report's tests (Selenium drives headless chromium through chromedriver)
