@@ -119,6 +119,12 @@ def screenshot(driver, artifacts: pathlib.Path, name: str) -> pathlib.Path:
     return path
 
 
+def click(driver, element) -> None:
+    """Click in the middle of the window, clear of the page's sticky header."""
+    driver.execute_script("arguments[0].scrollIntoView({block: 'center'})", element)
+    element.click()
+
+
 def source_lines(driver, card: str) -> list[str]:
     return driver.execute_script(
         "return Array.from(document.querySelectorAll(arguments[0] + ' pre.source .ln'))"
@@ -135,9 +141,9 @@ def test_cg_experiment_page(browser, cg_traced, artifacts, tmp_path):
     first = browser.find_element(By.CSS_SELECTOR, "#cause1 > summary")
     assert "cg.c:21" in first.text
     # expanding a cause shows its source: collapse #1, then open it again
-    first.click()
+    click(browser, first)
     assert source_lines(browser, "#cause1") == []
-    first.click()
+    click(browser, first)
     wait_for(browser, "return document.querySelector('#cause1').open", 10, "cause #1 to open")
     lines = source_lines(browser, "#cause1")
     hit = browser.execute_script("return Array.from(document.querySelectorAll('#cause1 .ln.hit'))"
@@ -194,7 +200,7 @@ def test_hostile_names_render_as_text(browser, artifacts, tmp_path):
     assert not browser.execute_script("return Array.from(document.querySelectorAll('b'))"
                                       ".some(function (b) { return b.textContent.startsWith('name'); })")
     from selenium.webdriver.common.by import By
-    text = browser.find_element(By.TAG_NAME, "body").text
+    text = browser.execute_script("return document.body.innerText")
     assert HOSTILE in text and "\\x1b]0;owned\\x07\\u202e" in text and "evil<b>name.c:12" in text
     lines = source_lines(browser, "#cause1")
     assert any(SOURCE_LINE.split("\t")[0] in x and "\\x1b[31m" in x for x in lines)
@@ -204,11 +210,11 @@ def test_hostile_names_render_as_text(browser, artifacts, tmp_path):
     assert '<img src=x onerror="window.__pwned=2">' in labels
     # a sortable table sorts: largest excess descending, then ascending
     head = browser.find_element(By.CSS_SELECTOR, "#abn-table thead th:nth-child(7)")
-    head.click()
+    click(browser, head)
     first = [float(v) for v in browser.execute_script(
         "return Array.from(document.querySelectorAll('#abn-table tbody td:nth-child(7)')).map(function (t) "
         "{ return t.dataset.v; });")]
-    head.click()
+    click(browser, head)
     second = [float(v) for v in browser.execute_script(
         "return Array.from(document.querySelectorAll('#abn-table tbody td:nth-child(7)')).map(function (t) "
         "{ return t.dataset.v; });")]
