@@ -54,7 +54,7 @@ def hostile_trace(tmp: pathlib.Path) -> pathlib.Path:
     return path
 
 
-def report(tmp: pathlib.Path, target, *extra, capsys=None) -> tuple[int, str, pathlib.Path]:
+def report(tmp: pathlib.Path, target, *extra) -> tuple[int, str, pathlib.Path]:
     out = tmp / "report.html"
     code = cli.main(["report", str(target), "-o", str(out), *map(str, extra)])
     text = out.read_text() if out.exists() else ""

@@ -17,6 +17,7 @@ from scalgraph.io.html_report.model_text import model_curve
 from scalgraph.io.html_report.page import document, esc, plot_div
 from scalgraph.io.html_report.psg_tree import tree_html
 from scalgraph.io.html_report.source import excerpt
+from scalgraph.io.html_report.trace_page import trace_sections
 from scalgraph.io.report import _explains, _fmt_s
 from scalgraph.model.psg import PSG
 
@@ -30,7 +31,6 @@ def experiment_page(result: dict, psg: PSG, views: dict, roots: list[pathlib.Pat
     nav = [("summary", "Summary"), ("causes", "Root causes"), ("non-scalable", "Non-scalable"),
            ("abnormal", "Abnormal"), ("program", "Program tree"), ("notes", "Notes")]
     if trace is not None:
-        from scalgraph.io.html_report.trace_page import trace_sections
         tnav, tbody = trace_sections(trace, trace_views or {}, roots, figures, prefix="trace-",
                                      heading=f"Trace at p={trace.get('ranks')}")
         parts.insert(5, tbody)

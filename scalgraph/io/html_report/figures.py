@@ -3,7 +3,6 @@
 Every text taken from inputs goes through plot_text: plotly reads a few HTML tags in labels."""
 from __future__ import annotations
 
-import math
 import pathlib
 
 from scalgraph.io.html_report.page import plot_text
