@@ -10,7 +10,7 @@ import numpy as np
 from scalgraph.io.html_report.page import esc
 from scalgraph.model.psg import PSG
 
-MAX_NODES = 2500
+MAX_NODES = 1500
 OPEN_DEPTH = 2
 
 
