@@ -646,6 +646,25 @@ def _region_def(d, r: Region, description: str, Paradigm, RegionRole):
                     begin_line_number=r.line, end_line_number=r.line, paradigm=Paradigm.MPI, region_role=role)
 
 
+class _EventCalls:
+    """libotf2's OTF2_EvtWriter_* functions called directly: the `_otf2` wrappers set each function's
+    ctypes argument types again on every call, which costs twice the call itself.  The first call of
+    each goes through the wrapper (which sets them once on the shared library's function object)."""
+
+    def __init__(self, handle):
+        self.handle, self.raw = handle, {}
+
+    def __call__(self, name: str, *args) -> None:
+        fn = self.raw.get(name)
+        if fn is not None:
+            fn(self.handle, None, *args)
+            return
+        import _otf2
+        from _otf2.Config import conf
+        getattr(_otf2, f"EvtWriter_{name}")(self.handle, None, *args)
+        self.raw[name] = getattr(conf.lib, f"OTF2_EvtWriter_{name}")
+
+
 def _write_rank(w, loc, trace, rank, region_def, comm_def, win_def, init_idx, fin_idx, add_init, add_finalize, zero,
                 program, CollectiveOp, RmaAtomicType, RmaSyncType, LockType) -> None:
     """One rank's events through libotf2's writer calls directly (otf2's event objects cost several
@@ -653,6 +672,7 @@ def _write_rank(w, loc, trace, rank, region_def, comm_def, win_def, init_idx, fi
     import _otf2
     out = w.event_writer_from_location(loc)
     h = out.handle
+    put = _EventCalls(h)
     ev = trace.events[rank]
     reg = [r._ref for r in region_def]
     cref = {c: d._ref for c, d in comm_def.items()}
@@ -677,8 +697,8 @@ def _write_rank(w, loc, trace, rank, region_def, comm_def, win_def, init_idx, fi
         if begin is not None and begin <= t:
             write_program_begin()
             count, begin = count + 1, None
-        _otf2.EvtWriter_Enter(h, None, t, reg[init_idx])
-        _otf2.EvtWriter_Leave(h, None, t, reg[init_idx])
+        put("Enter", t, reg[init_idx])
+        put("Leave", t, reg[init_idx])
         stamps.append(t)
         count += 2
     stack: list[int] = []
@@ -690,53 +710,53 @@ def _write_rank(w, loc, trace, rank, region_def, comm_def, win_def, init_idx, fi
             write_program_begin()
             count, begin = count + 1, None
         if end is not None and end < t:
-            _otf2.EvtWriter_ProgramEnd(h, None, end, 0)
+            put("ProgramEnd", end, 0)
             stamps.append(end)
             count, end = count + 1, None
         if kind == ENTER:
             stack.append(region)
-            _otf2.EvtWriter_Enter(h, None, t, reg[region])
+            put("Enter", t, reg[region])
         elif kind == EXIT:
             top = stack.pop() if stack else region
-            _otf2.EvtWriter_Leave(h, None, t, reg[region if region >= 0 else top])
+            put("Leave", t, reg[region if region >= 0 else top])
         elif kind == SEND:
-            _otf2.EvtWriter_MpiSend(h, None, t, comm_rank[comm][peer], cref[comm], tag, nbytes)
+            put("MpiSend", t, comm_rank[comm][peer], cref[comm], tag, nbytes)
         elif kind == ISEND:
-            _otf2.EvtWriter_MpiIsend(h, None, t, comm_rank[comm][peer], cref[comm], tag, nbytes, req)
+            put("MpiIsend", t, comm_rank[comm][peer], cref[comm], tag, nbytes, req)
         elif kind == RECV:
-            _otf2.EvtWriter_MpiRecv(h, None, t, comm_rank[comm][peer], cref[comm], tag, nbytes)
+            put("MpiRecv", t, comm_rank[comm][peer], cref[comm], tag, nbytes)
         elif kind == IRECV:
-            _otf2.EvtWriter_MpiIrecv(h, None, t, comm_rank[comm][peer], cref[comm], tag, nbytes, req)
+            put("MpiIrecv", t, comm_rank[comm][peer], cref[comm], tag, nbytes, req)
         elif kind == ISEND_COMPLETE:
-            _otf2.EvtWriter_MpiIsendComplete(h, None, t, req)
+            put("MpiIsendComplete", t, req)
         elif kind == IRECV_REQUEST:
-            _otf2.EvtWriter_MpiIrecvRequest(h, None, t, req)
+            put("MpiIrecvRequest", t, req)
         elif kind == REQUEST_CANCELLED:
-            _otf2.EvtWriter_MpiRequestCancelled(h, None, t, req)
+            put("MpiRequestCancelled", t, req)
         elif kind == COLL_BEGIN:
-            _otf2.EvtWriter_MpiCollectiveBegin(h, None, t)
+            put("MpiCollectiveBegin", t)
         elif kind == COLL_END:
             root = UNDEFINED_U32 if peer < 0 else comm_rank[comm][peer]
-            _otf2.EvtWriter_MpiCollectiveEnd(h, None, t, _collective_op(trace, stack, CollectiveOp), cref[comm],
+            put("MpiCollectiveEnd", t, _collective_op(trace, stack, CollectiveOp), cref[comm],
                                              root, nbytes, nrecv)
         elif kind in (RMA_PUT, RMA_GET, RMA_ACC, RMA_SYNC):
             remote = win_rank[comm].get(peer, UNDEFINED_U32)
             mid = req if req >= 0 else UNDEFINED_U64
             if kind == RMA_PUT:
-                _otf2.EvtWriter_RmaPut(h, None, t, wref[comm], remote, nbytes, mid)
+                put("RmaPut", t, wref[comm], remote, nbytes, mid)
             elif kind == RMA_GET:
-                _otf2.EvtWriter_RmaGet(h, None, t, wref[comm], remote, nbytes, mid)
+                put("RmaGet", t, wref[comm], remote, nbytes, mid)
             elif kind == RMA_ACC:
-                _otf2.EvtWriter_RmaAtomic(h, None, t, wref[comm], remote, RmaAtomicType.ACCUMULATE, nbytes, nrecv, mid)
+                put("RmaAtomic", t, wref[comm], remote, RmaAtomicType.ACCUMULATE, nbytes, nrecv, mid)
             elif _in_region(trace, stack, "MPI_Win_lock") and remote != UNDEFINED_U32:
                 lock_id[(comm, remote)] = lock_id_next = lock_id_next + 1
-                _otf2.EvtWriter_RmaRequestLock(h, None, t, wref[comm], remote, lock_id_next,
+                put("RmaRequestLock", t, wref[comm], remote, lock_id_next,
                                                LockType.SHARED if tag == _TAG_SHARED else LockType.EXCLUSIVE)
                 sync_tags[i] = _TAG_SHARED if tag == _TAG_SHARED else _TAG_EXCLUSIVE
             elif _in_region(trace, stack, "MPI_Win_unlock") and (comm, remote) in lock_id:
-                _otf2.EvtWriter_RmaReleaseLock(h, None, t, wref[comm], remote, lock_id.pop((comm, remote)))
+                put("RmaReleaseLock", t, wref[comm], remote, lock_id.pop((comm, remote)))
             else:
-                _otf2.EvtWriter_RmaSync(h, None, t, wref[comm], remote, RmaSyncType.MEMORY)
+                put("RmaSync", t, wref[comm], remote, RmaSyncType.MEMORY)
         else:
             continue
         count += 1
@@ -747,12 +767,12 @@ def _write_rank(w, loc, trace, rank, region_def, comm_def, win_def, init_idx, fi
         count += 1
     if add_finalize:
         t = ticks[-1] if ticks else (stamps[-1] if stamps else zero)
-        _otf2.EvtWriter_Enter(h, None, t, reg[fin_idx])
-        _otf2.EvtWriter_Leave(h, None, t, reg[fin_idx])
+        put("Enter", t, reg[fin_idx])
+        put("Leave", t, reg[fin_idx])
         stamps.append(t)
         count += 2
     if end is not None:
-        _otf2.EvtWriter_ProgramEnd(h, None, end, 0)
+        put("ProgramEnd", end, 0)
         stamps.append(end)
         count += 1
     loc._number_of_events_written = count          # what EventWriter.write counts per event
