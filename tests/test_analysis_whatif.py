@@ -56,3 +56,22 @@ def test_the_balanced_control_predicts_no_gain():
     psg, runs, _ = syn.balanced()
     result = analyse(psg, runs)
     assert result["root_causes"] == []
+
+
+def test_a_fix_covers_the_constructs_nested_in_the_causes_lines():
+    """zeusmp's boundary loop (lines 29-31) is a LOOP in one inlined copy and a COMP at line 30 in the
+    other: fixing the loop fixes both; an MPI call or code outside the lines is not part of the fix."""
+    from scalgraph.analysis.constructs import constructs
+    from scalgraph.analysis.whatif import nested_constructs
+    psg = syn.psg_from_tree(("FUNCTION", "main", 1, [
+        ("LOOP", "loop", 29, [("COMP", "comp", 30)]),
+        ("COMP", "comp", 30),
+        ("MPI", "MPI_Send", 30),
+        ("COMP", "comp", 40)]), "zeusmp.c")
+    loop = syn.vertex_at(psg, 29)
+    psg.line_last[loop] = 31
+    cons = constructs(psg)
+    c = int(cons.cid[loop])
+    got = {(psg.kind_name(cons.instances[d][0]), psg.line_first[cons.instances[d][0]])
+           for d in nested_constructs(psg, cons, c)}
+    assert got == {("LOOP", 29), ("COMP", 30)}

@@ -73,13 +73,32 @@ def rank_busy(psg: PSG, prof: RunProfile, own: np.ndarray, excluded: np.ndarray)
     return prof.comp_wall.sum(axis=1) + own[:, is_mpi & ~excluded].sum(axis=1)
 
 
+def nested_constructs(psg: PSG, cons: Constructs, c: int) -> list[int]:
+    """The computation constructs a fix of construct c also fixes: c, and every non-MPI construct of
+    the same file whose lines lie inside c's (a loop nest's body, or an inlined copy of it that the
+    compiler left with another shape: zeusmp's boundary loop is a LOOP at 29-31 in one copy, a COMP
+    at 30 in the other)."""
+    v = cons.instances[c][0]
+    if psg.kind[v] == MPI:
+        return [c]
+    file, lo, hi = psg.file[v], psg.line_first[v], psg.line_last[v]
+    out = [c]
+    for d, inst in enumerate(cons.instances):
+        u = inst[0]
+        if (d != c and psg.kind[u] != MPI and psg.file[u] == file and lo <= psg.line_first[u]
+                and psg.line_last[u] <= hi and psg.line_first[u] > 0):
+            out.append(d)
+    return out
+
+
 def predict_fixed(psg: PSG, cons: Constructs, profiles: Mapping[int, RunProfile], constructs_: Sequence[int],
                   scaling_loss_of: Callable[[int], bool], ideal_of: Callable[[int, int], float],
                   excluded: np.ndarray, run_times: Mapping[int, float]) -> list[dict]:
-    """Per construct in `constructs_`: run time with it fixed per scale, the gain, and the gain
-    extrapolated to 2P and 4P.  `excluded` [V] marks vertices outside the program's busy time
-    (MPI start-up/shut-down).  `scaling_loss_of(c)`: the construct is fixed to its ideal share;
-    `ideal_of(c, p)`: that share per rank at scale p."""
+    """Per construct in `constructs_`: run time with it (and the constructs nested in its lines)
+    fixed per scale, the gain, and the gain extrapolated to 2P and 4P.  `excluded` [V] marks vertices
+    outside the program's busy time (MPI start-up/shut-down).  `scaling_loss_of(c)`: the construct is
+    fixed to its ideal share; `ideal_of(c, p)`: that share per rank at scale p."""
+    groups = [nested_constructs(psg, cons, c) for c in constructs_]
     scales = sorted(profiles)
     gains = np.zeros((len(constructs_), len(scales)))
     for j, p in enumerate(scales):
@@ -90,7 +109,8 @@ def predict_fixed(psg: PSG, cons: Constructs, profiles: Mapping[int, RunProfile]
         own_c = cons.sum_columns(own)
         for i, c in enumerate(constructs_):
             ideal = ideal_of(c, p) if scaling_loss_of(c) else None
-            removal = removal_per_rank(own_c[:, c] * stretch, None if ideal is None else ideal * float(np.median(stretch)))
+            own_g = own_c[:, groups[i]].sum(axis=1) if ideal is None else own_c[:, c]
+            removal = removal_per_rank(own_g * stretch, None if ideal is None else ideal * float(np.median(stretch)))
             gains[i, j] = bulk_synchronous_gain(busy, removal)
     out = []
     fits = fit_models(scales, gains) if len(scales) >= 2 else None
