@@ -29,8 +29,10 @@ fi
 # Open MPI beside MPICH: the end-to-end tests run under both (MPICC=mpicc.openmpi ...).
 new_openmpi=no
 if ! command -v mpicc.openmpi >/dev/null 2>&1; then need+=(openmpi-bin libopenmpi-dev); new_openmpi=yes; fi
-# A system clang compiles the bitcode about 3x faster than zig's (docs/mpi-and-builds.md).
-if ! command -v clang-19 >/dev/null 2>&1 && [ -z "${SCALGRAPH_CC:-}" ]; then need+=(clang-19); fi
+# A system clang compiles the bitcode about 3x faster than zig's; one of llvmlite's LLVM version (22)
+# also does the instrumented code generation, 1.7x faster than llvmlite's (docs/mpi-and-builds.md).
+clang_pkg=""
+if ! command -v clang-22 >/dev/null 2>&1 && [ -z "${SCALGRAPH_CC:-}" ]; then clang_pkg=clang-22; fi
 # OpenMP (sgcc -fopenmp): LLVM's runtime libomp, which implements OMPT (docs/openmp.md), for clang-19
 # and for every other Debian clang-N here (sgcc takes the newest one llvmlite reads)
 for v in 19 $(ls /usr/bin 2>/dev/null | sed -n 's/^clang-\([0-9][0-9]*\)$/\1/p'); do
@@ -43,11 +45,15 @@ if ! command -v otf2-print >/dev/null 2>&1; then need+=(otf2-tools); fi
 # a real browser for the HTML report's tests (Selenium drives headless chromium through chromedriver)
 if ! command -v chromium >/dev/null 2>&1; then need+=(chromium); fi
 if ! command -v chromedriver >/dev/null 2>&1; then need+=(chromium-driver); fi
-if [ ${#need[@]} -gt 0 ]; then
+if [ ${#need[@]} -gt 0 ] || [ -n "$clang_pkg" ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
     echo "scalgraph setup: installing ${need[*]} (Debian) for Fortran support and OTF2 checks ..."
     DEBIAN_FRONTEND=noninteractive apt-get update -q >/dev/null
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${need[@]}" >/dev/null
+    if [ ${#need[@]} -gt 0 ]; then DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${need[@]}" >/dev/null; fi
+    if [ -n "$clang_pkg" ]; then     # clang-22 comes from Debian's security updates; else clang-19 (bookworm)
+      DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "$clang_pkg" >/dev/null 2>&1 ||
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends clang-19 >/dev/null || true
+    fi
     if [ "$new_openmpi" = yes ] && command -v mpicc.mpich >/dev/null 2>&1; then
       # Open MPI's higher priority would take over mpicc, mpirun and libmpi.so: keep MPICH the default
       update-alternatives --quiet --set mpi /usr/bin/mpicc.mpich || true
