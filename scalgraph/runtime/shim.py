@@ -20,7 +20,7 @@ from scalgraph.errors import UserError
 
 INSTRUMENT_DIR = pathlib.Path(__file__).resolve().parent.parent.parent / "instrument"
 HEADER = INSTRUMENT_DIR / "scalgraph.h"
-CORE_SOURCES = ("sg_context.c", "sg_store.c", "sg_sampler.c", "sg_writer.c", "sg_trace.c")
+CORE_SOURCES = ("sg_context.c", "sg_store.c", "sg_sampler.c", "sg_writer.c", "sg_trace.c", "sg_ompt.c")
 MPI_SOURCES = ("sg_mpi_state.c", "sg_mpi_p2p.c", "sg_mpi_coll.c", "sg_mpi_env.c", "sg_mpi_rma.c",
                "sg_mpi_fortran.c", "sg_trace_mpi.c")
 CFLAGS = ("-fPIC", "-O2", "-g", "-Wall", "-fvisibility=default")
@@ -134,4 +134,6 @@ def shim_link_args(mpicc: str | None = None) -> list[str]:
 
 def link_flags(lib: pathlib.Path) -> list[str]:
     """Arguments that put the shim on a link line (before libmpi, which mpicc appends last)."""
-    return [str(lib)] if lib.suffix == ".a" else [str(lib), f"-Wl,-rpath,{lib.parent}"]
+    # -u: nothing in the program calls ompt_start_tool (LLVM's OpenMP runtime looks it up), so the
+    # archive member with the OMPT tool (sg_ompt.c) is pulled in by name
+    return ["-Wl,-u,ompt_start_tool", str(lib)] if lib.suffix == ".a" else [str(lib), f"-Wl,-rpath,{lib.parent}"]
