@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from scalgraph.model.psg import BRANCH, CALL, COMP, FUNCTION, INDIRECT, KINDS, LOOP, MPI
 from scalgraph.static import cfg
 from scalgraph.static.ir import FREE, TERMINATORS, DebugInfo, Function, Instr
+from scalgraph.static.openmp import forked_function
 from scalgraph.static.walk import run
 
 TRIVIAL_COMP = 3     # a run of at most this many plain instructions next to a structure is not a vertex
@@ -52,6 +53,9 @@ def classify_call(ins: Instr, resolve) -> tuple[int, str, str | None] | None:
     resolve(name) -> ("lib", None) | ("mpi", display name) | ("call", callee key)."""
     if not ins.is_call or ins.inline_asm:
         return None
+    forked = forked_function(ins)          # an OpenMP fork: a call of its outlined region
+    if forked is not None and resolve(forked)[0] == "call":
+        return (CALL, forked, resolve(forked)[1])
     if ins.indirect:
         return (INDIRECT, "indirect", None)
     what, value = resolve(ins.callee or "")
