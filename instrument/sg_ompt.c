@@ -1,0 +1,91 @@
+/* OpenMP threads as tracked threads: the shim registers as an OMPT tool (OpenMP 5.x tools interface,
+ * implemented by LLVM's libomp; gcc's libgomp has none and simply never calls us).
+ *
+ *  - thread_begin: every OpenMP thread gets its pool slot at once, and with it its own task-clock
+ *    sampling event (sg_sampler_thread_start), so worker threads are sampled like the master.
+ *  - parallel_begin (on the encountering thread, inside __kmpc_fork_call): the calling context of the
+ *    fork, i.e. the thread's PSG instance and sg_cur, which the probe set to the fork's CALL vertex
+ *    (scalgraph/static/openmp.py makes the fork a call of the outlined region).
+ *  - implicit_task begin on a worker: it takes that context over, so its sg_fn_enter of the outlined
+ *    function resolves the same instance the master's does (the region under the right call path,
+ *    not the outlined function's default instance); implicit_task end gives the worker its own back.
+ *
+ * SCALGRAPH_OMPT=0 declines the tool (libomp then runs without OMPT). */
+#include "sg_internal.h"
+#include "sg_ompt.h"
+#include <stdlib.h>
+#include <string.h>
+
+/* a context as one ompt_data_t value: bit 63 = set, bits 32..62 = instance + 1, bits 0..31 = sg_cur */
+static uint64_t pack_context(int32_t inst, uint32_t cur) {
+    return (1ull << 63) | ((uint64_t)(uint32_t)(inst + 1) << 32) | cur;
+}
+
+/* Switch thread t to a packed context; the order keeps (inst, sg_cur) a valid pair for the sampler's
+ * signal handler at every step (as in sg_fn_exit). */
+static void enter_context(struct sg_thread *t, uint64_t packed) {
+    sg_set_cur(0);
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+    t->inst = (int32_t)((packed >> 32) & 0x7FFFFFFFu) - 1;
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+    sg_set_cur((uint32_t)packed);
+}
+
+static void on_thread_begin(int thread_type, ompt_data_t *thread_data) {
+    (void)thread_type;
+    thread_data->value = 0;
+    (void)sg_thread_self();   /* slot + sampling event for this thread */
+}
+
+static void on_parallel_begin(ompt_data_t *encountering_task_data, const void *frame, ompt_data_t *parallel_data,
+                              unsigned int requested, int flags, const void *codeptr_ra) {
+    (void)encountering_task_data; (void)frame; (void)requested; (void)flags; (void)codeptr_ra;
+    struct sg_thread *t = sg_thread_peek();
+    parallel_data->value = (t != NULL && t->tracked && t->inst >= 0) ? pack_context(t->inst, sg_get_cur()) : 0;
+}
+
+static void on_implicit_task(int endpoint, ompt_data_t *parallel_data, ompt_data_t *task_data,
+                             unsigned int actual_parallelism, unsigned int index, int flags) {
+    (void)actual_parallelism;
+    if (flags & ompt_task_initial)
+        return;
+    struct sg_thread *t = sg_thread_self();
+    if (!t->tracked)
+        return;
+    if (endpoint == ompt_scope_begin) {
+        /* the master (index 0) is in the fork's context already */
+        if (index == 0 || parallel_data == NULL || parallel_data->value == 0 || t->depth != 0) {
+            task_data->value = 0;
+            return;
+        }
+        task_data->value = pack_context(t->inst, sg_get_cur());
+        enter_context(t, parallel_data->value);
+    } else if (endpoint == ompt_scope_end && task_data != NULL && task_data->value != 0) {
+        enter_context(t, task_data->value);
+        task_data->value = 0;
+    }
+}
+
+static int ompt_initialize(ompt_function_lookup_t lookup, int initial_device_num, ompt_data_t *tool_data) {
+    (void)initial_device_num; (void)tool_data;
+    ompt_set_callback_t set_callback = (ompt_set_callback_t)lookup("ompt_set_callback");
+    if (set_callback == NULL)
+        return 0;   /* 0: the runtime drops the tool */
+    set_callback(ompt_callback_thread_begin, (ompt_callback_t)on_thread_begin);
+    set_callback(ompt_callback_parallel_begin, (ompt_callback_t)on_parallel_begin);
+    set_callback(ompt_callback_implicit_task, (ompt_callback_t)on_implicit_task);
+    return 1;
+}
+
+static void ompt_finalize(ompt_data_t *tool_data) { (void)tool_data; }
+
+/* Weak: a program (or another tool linked into it) that defines its own keeps it. */
+__attribute__((weak, visibility("default")))
+ompt_start_tool_result_t *ompt_start_tool(unsigned int omp_version, const char *runtime_version) {
+    (void)omp_version; (void)runtime_version;
+    static ompt_start_tool_result_t result = {ompt_initialize, ompt_finalize, {0}};
+    const char *off = getenv("SCALGRAPH_OMPT");
+    if (off != NULL && strcmp(off, "0") == 0)
+        return NULL;
+    return &result;
+}

@@ -1,0 +1,167 @@
+"""sgcc -fopenmp (issue 12): the fork of a parallel region is a call of its outlined function in the
+PSG, the program computes what a plain `mpicc -fopenmp` build computes, and the shim's OMPT tool
+gives worker threads the fork's calling context, so their samples land in the right instance."""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import require_tool
+from scalgraph.static.ir import parse_module_text
+from scalgraph.static.openmp import forked_function
+
+BIN = Path(sys.executable).parent
+
+
+def venv_tool(name: str) -> str | None:
+    p = BIN / name
+    return str(p) if p.is_file() else shutil.which(name)
+
+
+def one_instruction(line: str):
+    mod = parse_module_text("define void @f() {\n" + line + "\n  ret void\n}\n")
+    return mod.functions[0].blocks[0].instrs[0]
+
+
+@pytest.mark.parametrize("line, want", [
+    # clang -O1: attributes between the type and the value
+    ("  call void (ptr, i32, ptr, ...) @__kmpc_fork_call(ptr nonnull @5, i32 1, ptr nonnull @main.omp_outlined, "
+     "ptr nonnull %6), !dbg !70", "main.omp_outlined"),
+    # clang -O0 and older clangs' dotted, quoted names
+    ('  call void (ptr, i32, ptr, ...) @__kmpc_fork_call(ptr @2, i32 0, ptr @".omp_outlined.")', ".omp_outlined."),
+    ("  call void (ptr, i32, ptr, i32, ...) @__kmpc_fork_call_if(ptr @1, i32 1, ptr @g.omp_outlined, i32 %c, ptr %x)",
+     "g.omp_outlined"),
+    # not forks: a plain call, a reduction callback handed to the runtime, an indirect fork target
+    ("  call void @work(ptr @main.omp_outlined)", None),
+    ("  %r = call i32 @__kmpc_reduce_nowait(ptr @4, i32 %t, i32 1, i64 8, ptr %v, ptr @red, ptr @lock)", None),
+    ("  call void (ptr, i32, ptr, ...) @__kmpc_fork_call(ptr @5, i32 0, ptr %fp)", None),
+])
+def test_forked_function_reads_the_third_argument(line, want):
+    assert forked_function(one_instruction(line)) == want
+
+
+PROGRAM = r"""
+#include <mpi.h>
+#include <stdio.h>
+/* integer work: the result does not depend on how the threads split or combine it */
+static long region(long n, long salt) {
+    long s = 0;
+#pragma omp parallel for reduction(+:s) schedule(static)
+    for (long i = 0; i < n; i++)
+        s += (i * 7 + salt) % 13;
+    return s;
+}
+int main(int argc, char **argv) {
+    int rank;
+    MPI_Init(&argc, &argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    long light = 0, heavy = 0, total;
+    for (int it = 0; it < 10; it++) {
+        light += region(20000L, it);        /* first call path: the outlined function's default instance */
+        heavy += region(6000000L, it);      /* second call path: 300x the work */
+        MPI_Barrier(MPI_COMM_WORLD);
+    }
+    MPI_Allreduce(&heavy, &total, 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
+    if (rank == 0)
+        printf("light %ld heavy %ld total %ld\n", light, heavy, total);
+    MPI_Finalize();
+    return 0;
+}
+"""
+
+
+def openmp_available() -> bool:
+    from scalgraph.static.toolchain import find_compiler
+    try:
+        cc = find_compiler("c")
+    except Exception:
+        return False
+    out = subprocess.run([*cc.command, *cc.flags, "-print-file-name=libomp.so"], capture_output=True, text=True)
+    return out.returncode == 0 and os.path.isabs(out.stdout.strip()) and os.path.isfile(out.stdout.strip())
+
+
+@pytest.fixture(scope="module")
+def hybrid(tmp_path_factory):
+    require_tool(venv_tool("sgcc") is not None and venv_tool("mpiexec") is not None, "no sgcc/mpiexec")
+    require_tool(openmp_available(), "no libomp for the clang sgcc uses (apt-get install libomp-19-dev)")
+    d = tmp_path_factory.mktemp("omp")
+    (d / "hybrid.c").write_text(PROGRAM)
+    res = subprocess.run([venv_tool("sgcc"), "-fopenmp", "-O1", "-g", "hybrid.c", "-o", "hybrid"], cwd=d,
+                         capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr
+    return d
+
+
+def psg_of(exe: Path):
+    from scalgraph.static import read_psg_from_executable
+    return read_psg_from_executable(str(exe))
+
+
+def parallel_loops(psg) -> list[int]:
+    """The LOOP vertices of line 8 (the `parallel for` loop), in pre-order."""
+    return [v for v in range(len(psg)) if psg.kind_name(v) == "LOOP" and psg.line_first[v] == 8]
+
+
+def test_parallel_for_loop_hangs_under_the_fork_in_each_call_path(hybrid):
+    psg = psg_of(hybrid / "hybrid")
+    loops = parallel_loops(psg)
+    assert len(loops) == 2, "one parallel-for loop per call path of region()"
+    for v in loops:
+        fn = psg.parent[v]
+        call = psg.parent[fn]
+        assert psg.kind_name(fn) == "FUNCTION" and psg.name[fn].endswith("omp_outlined")
+        assert psg.kind_name(call) == "CALL" and psg.line_first[call] == 7      # the `#pragma omp parallel for` line
+        assert psg.kind_name(psg.parent[call]) == "LOOP" and psg.line_first[psg.parent[call]] == 17   # main's MPI loop
+
+
+def test_output_equals_the_plain_openmp_build(hybrid):
+    mpicc = venv_tool("mpicc")
+    require_tool(mpicc is not None, "no mpicc")
+    res = subprocess.run([mpicc, "-fopenmp", "-O1", "hybrid.c", "-o", "plain"], cwd=hybrid, capture_output=True,
+                         text=True, timeout=300)
+    assert res.returncode == 0, res.stderr
+    env = {**os.environ, "OMP_NUM_THREADS": "2", "OMP_WAIT_POLICY": "passive"}
+    outs = [subprocess.run([venv_tool("mpiexec"), "-n", "2", f"./{exe}"], cwd=hybrid, env=env, capture_output=True,
+                           text=True, timeout=300) for exe in ("hybrid", "plain")]
+    assert all(o.returncode == 0 for o in outs), [o.stderr for o in outs]
+    assert outs[0].stdout == outs[1].stdout and outs[0].stdout.startswith("light ")
+
+
+def profile_samples(hybrid: Path, ompt: str):
+    """Per-vertex samples of one rank run, written by the shim to SCALGRAPH_OUT."""
+    from scalgraph.io.profile_file import read_rank_file
+    out = hybrid / f"prof-{ompt}"
+    shutil.rmtree(out, ignore_errors=True)
+    env = {**os.environ, "OMP_NUM_THREADS": "2", "OMP_WAIT_POLICY": "passive", "SCALGRAPH_OMPT": ompt,
+           "SCALGRAPH_OUT": str(out)}
+    res = subprocess.run([venv_tool("mpiexec"), "-n", "1", "./hybrid"], cwd=hybrid, env=env, capture_output=True,
+                         text=True, timeout=300)
+    assert res.returncode == 0, res.stderr
+    return read_rank_file(out / "rank-0.sgp")["samples"]
+
+
+def subtree_samples(psg, samples, v: int) -> int:
+    todo, total = [v], 0
+    while todo:
+        x = todo.pop()
+        total += int(samples[x])
+        todo.extend(psg.children[x])
+    return total
+
+
+def test_worker_threads_are_sampled_in_the_forks_context(hybrid):
+    psg = psg_of(hybrid / "hybrid")
+    light, heavy = parallel_loops(psg)
+    # With the OMPT tool both threads' samples of the heavy region go to the heavy call path's loop.
+    s = [subtree_samples(psg, profile_samples(hybrid, "1"), v) for v in (light, heavy)]
+    assert s[1] >= 0.95 * sum(s) and s[1] > 50, s
+    # Without it a worker enters the outlined function with no context, so its samples go to the
+    # function's default instance (the light path): about the worker's half of the work.  That they
+    # show up at all also says the worker threads are sampled.
+    s0 = [subtree_samples(psg, profile_samples(hybrid, "0"), v) for v in (light, heavy)]
+    assert s0[0] >= 0.25 * sum(s0), s0
