@@ -34,8 +34,8 @@ if ! command -v mpicc.openmpi >/dev/null 2>&1; then need+=(openmpi-bin libopenmp
 clang_pkg=""
 if ! command -v clang-22 >/dev/null 2>&1 && [ -z "${SCALGRAPH_CC:-}" ]; then clang_pkg=clang-22; fi
 # OpenMP (sgcc -fopenmp): LLVM's runtime libomp, which implements OMPT (docs/openmp.md), for clang-19
-# and for every other Debian clang-N here (sgcc takes the newest one llvmlite reads)
-for v in 19 $(ls /usr/bin 2>/dev/null | sed -n 's/^clang-\([0-9][0-9]*\)$/\1/p'); do
+# and for every other Debian clang-N here or installed now (sgcc takes the newest one llvmlite reads)
+for v in 19 ${clang_pkg#clang-} $(ls /usr/bin 2>/dev/null | sed -n 's/^clang-\([0-9][0-9]*\)$/\1/p'); do
   if [ ! -e "/usr/lib/llvm-$v/lib/libomp.so" ] && [[ " ${need[*]} " != *" libomp-$v-dev "* ]]; then
     need+=("libomp-$v-dev")
   fi
