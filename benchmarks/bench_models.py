@@ -170,12 +170,16 @@ def main(argv=None) -> int:
     ap.add_argument("--quick", action="store_true", help="3 draws per cell, 4 and 5 scales only")
     ap.add_argument("--draws", type=int, default=None)
     ap.add_argument("--no-extrap", action="store_true", help="scalgraph only")
+    ap.add_argument("--cached-only", action="store_true", help="show Extra-P only where --extrap-cache has it")
+    ap.add_argument("--sets", help="numbers of scales to run, e.g. 4,5 (default 4,5,3: 2..16, 2..32, 2..8)")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--extrap-cache", metavar="FILE", help="keep Extra-P's results here (JSON) and reuse them: "
                     "they do not change while scalgraph's model selection is worked on")
     args = ap.parse_args(argv)
     draws = args.draws or (3 if args.quick else 10)
     sets = (4, 5) if args.quick else (4, 5, 3)
+    if args.sets:
+        sets = tuple(int(x) for x in args.sets.split(","))
     with_extrap = not args.no_extrap and extrap_available()
     if not with_extrap and not args.no_extrap:
         print("extrap is not installed: scalgraph only (see docs/scaling-models.md to install it)")
@@ -198,6 +202,9 @@ def main(argv=None) -> int:
                         terms, preds, t = run_scalgraph(scales, data)
                     else:
                         key = f"{tool} {args.seed} {draws} {n} {reps} {noise}"
+                        if key not in cache and args.cached_only:
+                            row.append("not run")
+                            continue
                         if key not in cache:
                             cache[key] = _pack(*run_extrap(scales, data, negative=(tool == "extrap-neg")))
                             _save_cache(args.extrap_cache, cache)
@@ -218,6 +225,8 @@ def main(argv=None) -> int:
         for reps in REPS:
             for noise in NOISES:
                 ours, our_err = results[(4, noise, reps, "scalgraph")]
+                if any((5, noise, reps, t) not in results for t in tools[1:]):
+                    continue
                 theirs = max(results[(5, noise, reps, t)][0] for t in tools[1:])
                 their_err = min(np.median(results[(5, noise, reps, t)][1], axis=0).max() for t in tools[1:])
                 good = ours >= theirs

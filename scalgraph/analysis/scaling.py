@@ -326,8 +326,10 @@ def fit_models(scales, y: np.ndarray, hyps: list[Hypothesis] | None = None, *, r
     crit = np.array([_critical(int(max(d, 1)), bool(kn)) for d, kn in zip(dof, known)]) if nv else np.zeros(0)
     pooled = _pooled_noise(own, dof, ~known & (count >= 3))
     if pooled > 0:
-        use = ~known & (count >= 3) & (pooled >= own)
-        phi = np.where(use, pooled, phi)
+        # the pooled noise is taken as known, scaled up (like known noise) where the vertex's own
+        # residual says it is noisier
+        use = ~known & (count >= 3)
+        phi = np.where(use, np.maximum(pooled, own), phi)
         crit = np.where(use, _critical(1, True), crit)
     excess = (chi2 - best[None, :]) / phi[None, :]
     plausible = (excess <= crit[None, :]) | (chi2 <= tiny[None, :])
