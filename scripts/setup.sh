@@ -33,13 +33,6 @@ if ! command -v mpicc.openmpi >/dev/null 2>&1; then need+=(openmpi-bin libopenmp
 # also does the instrumented code generation, 1.7x faster than llvmlite's (docs/mpi-and-builds.md).
 clang_pkg=""
 if ! command -v clang-22 >/dev/null 2>&1 && [ -z "${SCALGRAPH_CC:-}" ]; then clang_pkg=clang-22; fi
-# OpenMP (sgcc -fopenmp): LLVM's runtime libomp, which implements OMPT (docs/openmp.md), for clang-19
-# and for every other Debian clang-N here or installed now (sgcc takes the newest one llvmlite reads)
-for v in 19 ${clang_pkg#clang-} $(ls /usr/bin 2>/dev/null | sed -n 's/^clang-\([0-9][0-9]*\)$/\1/p'); do
-  if [ ! -e "/usr/lib/llvm-$v/lib/libomp.so" ] && [[ " ${need[*]} " != *" libomp-$v-dev "* ]]; then
-    need+=("libomp-$v-dev")
-  fi
-done
 # otf2-print (Debian otf2-tools) is an independent OTF2 reader the tests check our archives with.
 if ! command -v otf2-print >/dev/null 2>&1; then need+=(otf2-tools); fi
 # a real browser for the HTML report's tests (Selenium drives headless chromium through chromedriver)
@@ -63,5 +56,18 @@ if [ ${#need[@]} -gt 0 ] || [ -n "$clang_pkg" ]; then
   else
     echo "scalgraph setup: ${need[*]} missing and not root: Fortran (sgfort) or otf2-print will be unavailable" \
          "(or set SCALGRAPH_FC to a flang and MPIFC to an MPI Fortran wrapper)" >&2
+  fi
+fi
+# OpenMP (sgcc -fopenmp): LLVM's runtime libomp, which implements OMPT (docs/openmp.md), of the newest
+# clang-N here (the one sgcc uses); Debian's libomp-N-dev packages conflict, so only that one
+omp_v=$(ls /usr/bin 2>/dev/null | sed -n 's/^clang-\([0-9][0-9]*\)$/\1/p' | sort -n | tail -1)
+if [ -n "$omp_v" ] && [ ! -e "/usr/lib/llvm-$omp_v/lib/libomp.so" ]; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q "libomp-$omp_v-dev" >/dev/null 2>&1 ||
+      { DEBIAN_FRONTEND=noninteractive apt-get update -q >/dev/null &&
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -q "libomp-$omp_v-dev" >/dev/null; } ||
+      echo "scalgraph setup: libomp-$omp_v-dev could not be installed: sgcc -fopenmp will not link" >&2
+  else
+    echo "scalgraph setup: libomp-$omp_v-dev missing and not root: sgcc -fopenmp will not link" >&2
   fi
 fi
