@@ -78,3 +78,20 @@ def test_waiting_nobody_explains_stays():
     fwd, cp = context(b)
     res = retime(fwd.ctx, [cp["main/consume"]], np.array([0.0, 0.5]))
     assert end_times(fwd.ctx, res.time) == pytest.approx([3.0, 3.0]) and res.gain == pytest.approx(0.0)
+
+
+def test_a_waitall_completes_when_its_latest_message_was_sent():
+    """Rank 1 posts receives from ranks 0 and 2 at 0.1 and waits in MPI_Waitall until 3.1: rank 2 sent
+    at 0.1, rank 0 only at 3.0 after working 3.  The shim stamps both completions at the Waitall's end,
+    so the early message must not keep the late one's waiting.  Fixing rank 0's work (3 -> the median
+    0.1): rank 0 sends at 0.1, the Waitall ends 0.1 after the last send, at 0.2."""
+    b = Builder(3)
+    b.enter(0, 0, "main").work(0, 0, 3.0, "solve").isend(0, 3.0, 3.0, dst=1, req=1)
+    b.wait(0, 3.0, 3.1, [("send", 1)]).exit(0, 3.1, "main")
+    b.enter(2, 0, "main").work(2, 0, 0.1, "solve").isend(2, 0.1, 0.1, dst=1, req=1)
+    b.wait(2, 0.1, 3.1, [("send", 1)]).exit(2, 3.1, "main")
+    b.enter(1, 0, "main").work(1, 0, 0.1, "solve").irecv(1, 0.1, 0.1, req=1).irecv(1, 0.1, 0.1, req=2)
+    b.wait(1, 0.1, 3.1, [("recv", 2, 2, 0), ("recv", 1, 0, 0)]).exit(1, 3.1, "main")
+    fwd, cp = context(b)
+    res = retime(fwd.ctx, [cp["main/solve"]], shrink_fractions(fwd.ctx, fwd.excl_time, [cp["main/solve"]]))
+    assert end_times(fwd.ctx, res.time)[1] == pytest.approx(0.2)

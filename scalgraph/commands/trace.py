@@ -97,6 +97,27 @@ def cpu_evidence(trace, path: str):
     return CpuEvidence(cpu, note, {"run_dir": str(run_dir), "time_shared": shared}), None
 
 
+def psg_spans(trace, path: str) -> dict | None:
+    """PSG vertex -> (file, first line, last line), from the PSG of the experiment the traced run
+    directory belongs to (EXP/scale-P/rep-K), when its hash is the trace's; else None."""
+    import pathlib
+    from scalgraph.errors import UserError
+    from scalgraph.io.safe_read import load_json_file, psg_checked
+    p = pathlib.Path(path)
+    run_dir = p if p.is_dir() else p.parent
+    psg_file = run_dir.parent.parent / "psg.json"
+    want = str(trace.meta.get("psg_hash") or "")
+    if not want or not psg_file.is_file():
+        return None
+    try:
+        psg = psg_checked(load_json_file(psg_file, "PSG"), psg_file)
+    except UserError:
+        return None
+    if psg.hash() != want:
+        return None
+    return {v: (psg.file[v], psg.line_first[v], psg.line_last[v]) for v in range(len(psg))}
+
+
 def program_time(trace) -> float:
     """Time between each rank's program begin record and its first event, and between its last
     event and its program end record (OTF2 ProgramBegin/ProgramEnd), summed: Scalasca counts it in
@@ -122,11 +143,12 @@ def clock_params(args):
 
 def analyse(trace, clock_correction: bool = True, top: int = 10, source: str = "", min_share: float = 0.05,
             cpu=None, notes=None, params=None, delay_options=None, write_corrected: str | None = None,
-            complete: bool = False) -> dict:
+            complete: bool = False, spans: dict | None = None) -> dict:
     """The whole analysis of one trace: clock correction (unless off; `params`: ClockParams), the
     forward replay, delay costs (`delay_options`: delay.DelayOptions), the critical path, the report:
     complete (what `--json` prints) or, by default, limited to the `top` largest call paths on the
-    path and instances per pattern (report.limited, what a page of the largest items needs)."""
+    path and instances per pattern (report.limited, what a page of the largest items needs).  `spans`:
+    PSG vertex -> (file, first line, last line) (psg_spans), so a cause's what-if covers its loop nest."""
     from scalgraph.trace import critical_path, delay, forward, report, retime
     clock, info = "", None
     extra = program_time(trace)
@@ -141,7 +163,7 @@ def analyse(trace, clock_correction: bool = True, top: int = 10, source: str = "
     result = report.build_report(fwd, dl, critical_path.critical_path(fwd), top=top, clock=clock, source=source,
                                  min_share=min_share, cpu=cpu, notes=notes, clock_correction=info,
                                  program_time=extra)
-    retime.add_whatif(result["root_causes"], fwd)      # what fixing each verdict cause would save
+    retime.add_whatif(result["root_causes"], fwd, spans)      # what fixing each verdict cause would save
     return result if complete else report.limited(result, top)
 
 
@@ -215,7 +237,7 @@ def run(args) -> int:
     notes = [n for n in (which, why) if n]
     result = analyse(trace, clock_correction=not args.no_clock_correction, top=args.top, source=str(args.trace),
                      min_share=args.min_share, cpu=cpu, notes=notes or None, params=params, delay_options=options,
-                     write_corrected=args.write_corrected, complete=True)
+                     write_corrected=args.write_corrected, complete=True, spans=psg_spans(trace, path))
     if args.json:
         report.write_json(result, sys.stdout)
     else:

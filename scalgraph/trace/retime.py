@@ -5,10 +5,11 @@ and their own durations; only the waiting is recomputed from the partners' new t
 time is the previous event's new time plus the gap between them (shortened where the gap is spent
 in a shortened call path on that rank), except at the events that waited for another rank:
 
-* a receive completing (RECV, or IRECV in the Wait/Test that completes it), in the MPI call entered
-  at a (MPI_Recv or the Wait), for the send at s:  the call originally waited w = max(0, t_s - t_a)
-  for the sender, then took t_e - max(t_a, t_s) to finish.  New:
-      t'_e = max(t'_a + (t_e - t_a) - w,  t'_s + min(t_e - t_s, t_e - t_a))
+* a receive completing (RECV, or IRECV in the Wait/Waitall/Test that completes it), in the MPI call
+  entered at a (MPI_Recv or the Wait), whose receives were sent at s_1..s_k: the call waited until
+  the last of them was sent (or not at all), then took t_e - max(t_a, t_s1..t_sk) to finish.  New:
+      t'_e = max(t'_a, t'_s1, ..., t'_sk) + (t_e - max(t_a, t_s1, ..., t_sk))
+  (a multi-completion stamps all its completions at its end: it waits for its latest message).
 * a collective's end (COLL_END) in instance k, entered at a_q by member q:
       N x N, barrier, scan:  t'_e = max_q t'_{a_q} + (t_e - max_q t_{a_q})   (everyone waits for the last)
       1 to N, non-root:      waits for the root's entry likewise;  the root does not wait
@@ -67,11 +68,12 @@ def retime(ctx: ReplayContext, callpaths: list[int], fraction: np.ndarray) -> Re
 
     # the events that wait for another rank, and what they wait for
     dep_kind = np.zeros(n, np.int8)                 # 0 local, 1 receive completion, 2 collective end
-    send_of = np.full(n, -1, np.int64)
     m = ctx.msgs
     dep_kind[m.recv_evt] = 1
-    send_of[m.recv_evt] = m.send_evt
     enter_of = ctx.nest.owner                       # the MPI call each completion is in
+    sends_of_call: dict[int, list[int]] = {}        # call ENTER -> the sends its receives complete
+    for e, snd in zip(m.recv_evt.tolist(), m.send_evt.tolist()):
+        sends_of_call.setdefault(int(enter_of[e]), []).append(snd)
     coll_of: dict[int, tuple[np.ndarray, int, int]] = {}    # COLL_END -> (member op ENTERs, kind, root pos)
     for ci in ctx.colls:
         for k in range(ci.end_evt.shape[0]):
@@ -113,7 +115,7 @@ def retime(ctx: ReplayContext, callpaths: list[int], fraction: np.ndarray) -> Re
                     finished[r] = True
                     remaining -= 1
                     break
-                value = _sync_time(stop, dep_kind[stop], t, new, done, send_of, enter_of, coll_of)
+                value = _sync_time(stop, dep_kind[stop], t, new, done, sends_of_call, enter_of, coll_of)
                 if value is None:
                     break                          # a partner is not there yet
                 prev = new[stop - 1] if stop > off[r] else value
@@ -130,14 +132,14 @@ def retime(ctx: ReplayContext, callpaths: list[int], fraction: np.ndarray) -> Re
     return Retimed(new, float(t[last].max() - t[first].min()), float(new[last].max() - new[first].min()))
 
 
-def _sync_time(e: int, kind: int, t, new, done, send_of, enter_of, coll_of) -> float | None:
+def _sync_time(e: int, kind: int, t, new, done, sends_of_call, enter_of, coll_of) -> float | None:
     if kind == 1:
-        s, a = int(send_of[e]), int(enter_of[e])
-        if not done[s]:
+        a = int(enter_of[e])
+        sends = sends_of_call[a]
+        if not all(done[s] for s in sends):
             return None
-        ta, ts, te = t[a], t[s], t[e]
-        wait = max(0.0, ts - ta)
-        return max(new[a] + (te - ta) - wait, new[s] + min(te - ts, te - ta))
+        ready_old = max(t[a], max(t[s] for s in sends))
+        return max(new[a], max(new[s] for s in sends)) + max(t[e] - ready_old, 0.0)
     ops, ckind, root = coll_of[e]
     if not all(done[o] for o in ops.tolist() if o >= 0):
         return None
@@ -166,14 +168,38 @@ def whatif_for_callpaths(ctx: ReplayContext, excl: np.ndarray, callpaths: list[i
 
 
 
-def add_whatif(root_causes: list[dict], fwd) -> None:
+def fixed_callpaths(ctx: ReplayContext, cps: list[int], spans: dict | None = None) -> list[int]:
+    """The call paths a fix of `cps` shortens: the cause's own, those of regions whose source lines lie
+    inside the cause's lines (`spans`: PSG vertex -> (file, first line, last line); an inlined copy of
+    the same loop nest with another shape), and every call path nested below any of them."""
+    regions = ctx.trace.regions
+    cp_region, cp_parent = ctx.nest.cp_region, ctx.nest.cp_parent
+    chosen = np.zeros(len(cp_region), bool)
+    chosen[cps] = True
+    if spans:
+        outer = [spans[regions[cp_region[c]].vertex] for c in cps if regions[cp_region[c]].vertex in spans]
+        for c in range(len(cp_region)):
+            reg = regions[cp_region[c]]
+            if reg.is_mpi or reg.vertex not in spans:
+                continue
+            f, lo, hi = spans[reg.vertex]
+            if any(f == of and olo <= lo and hi <= ohi for of, olo, ohi in outer):
+                chosen[c] = True
+    # descendants: call paths are numbered after their parents, so one pass in order suffices
+    for c in range(len(cp_region)):
+        if not chosen[c] and cp_parent[c] >= 0 and chosen[cp_parent[c]] and not regions[cp_region[c]].is_mpi:
+            chosen[c] = True
+    return np.flatnonzero(chosen).tolist()
+
+
+def add_whatif(root_causes: list[dict], fwd, spans: dict | None = None) -> None:
     """Give each verdict cause (trace/verdict.py entries, `callpaths` by name) its trace-mode what-if."""
     from scalgraph.trace.matching import callpath_names
     ids = {n: i for i, n in enumerate(callpath_names(fwd.ctx.nest, fwd.ctx.trace.regions))}
     for cause in root_causes:
         cps = [ids[n] for n in cause.get("callpaths", []) if n in ids]
         if cps:
-            cause["whatif"] = whatif_for_callpaths(fwd.ctx, fwd.excl_time, cps)
+            cause["whatif"] = whatif_for_callpaths(fwd.ctx, fwd.excl_time, fixed_callpaths(fwd.ctx, cps, spans))
 
 
 def whatif_line(cause: dict) -> str:
