@@ -313,7 +313,20 @@ static void close_file(void) {
         return;
     write_all(names_, sizeof names_[0] * nnames_);
     uint32_t ns = nsamples_;   /* the sampler was stopped before MPI_Finalize got here */
-    write_all(samples_, sizeof samples_[0] * ns);
+    uint64_t t = 0, sbytes = 0;
+    uint32_t v = 0;
+    for (uint32_t i = 0; i < ns; i++) {   /* delta varints, through the (written out) event buffer */
+        uint8_t *p = varint(bytes_ + nbytes_, zigzag((int64_t)(samples_[i].time_ns - t)));
+        p = varint(p, zigzag((int64_t)samples_[i].vertex - (int64_t)v));
+        t = samples_[i].time_ns;
+        v = samples_[i].vertex;
+        nbytes_ = (uint32_t)(p - bytes_);
+        if (nbytes_ > BUFFER_BYTES - MAX_EVENT_BYTES || i + 1 == ns) {
+            write_all(bytes_, nbytes_);
+            sbytes += nbytes_;
+            nbytes_ = 0;
+        }
+    }
     uint32_t np = 0;
     for (uint32_t i = 0; i < POLL_SITES; i++)
         if (polls_[i].calls > 0) {
@@ -326,7 +339,8 @@ static void close_file(void) {
     }
     struct sg_trace_file_trailer tr = {.nevents = nevents_ - dropped_, .nnames = nnames_, .flushes = flushes_,
                                        .dropped = (uint32_t)dropped_, .nsamples = ns, .nblocks = nblocks_,
-                                       .npolls = np, .magic = {'S', 'G', 'R', 'A', 'W', 'E', 'N', 'D'}};
+                                       .npolls = np, .samples_bytes = (uint32_t)sbytes,
+                                       .magic = {'S', 'G', 'R', 'A', 'W', 'E', 'N', 'D'}};
     write_all(&tr, sizeof tr);
     if (close(fd_) != 0)
         failed_ = 1;

@@ -6,7 +6,8 @@
  *   [struct sg_trace_file_header]
  *   [block [nblocks]]                          events in the order they happened on the main thread
  *   [char names[nnames][SG_TRACE_NAME_LEN]]    MPI routine names; an event's `region` indexes them
- *   [struct sg_trace_sample [nsamples]]        (time, vertex) of each SIGPROF sample of the thread
+ *   [samples_bytes bytes of varints]           per SIGPROF sample of the thread, the zigzag varints of
+ *                                              its time and vertex minus the previous sample's (0, 0 first)
  *   [struct sg_trace_poll [npolls]]            unsuccessful polls per call site (not in the events)
  *   [struct sg_trace_file_trailer]
  * A block is [struct sg_trace_block_header] [uint8 kind[nevents]] [uint8 mask[nevents]]
@@ -58,12 +59,13 @@ struct sg_trace_poll {           /* 24 bytes: one call site's polls that recorde
     uint32_t vertex;             /* PSG vertex of the call; 0xFFFFFFFF: sites beyond the table's size */
 };
 
-struct sg_trace_file_trailer {   /* 40 bytes */
+struct sg_trace_file_trailer {   /* 48 bytes */
     uint64_t nevents;
     uint32_t nnames, flushes;    /* flushes: times the buffer filled up and was written out */
     uint32_t dropped;            /* events lost because the file could not be written */
     uint32_t nsamples;           /* SIGPROF samples of the traced thread, after the names */
     uint32_t nblocks, npolls;
+    uint32_t samples_bytes, reserved;
     char magic[8];               /* "SGRAWEND" */
 };
 

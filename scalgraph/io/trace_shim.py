@@ -24,7 +24,8 @@ WINDOW_DEF = 15
 HEADER_DTYPE = np.dtype([("magic", "S8"), ("version", "<u4"), ("event_size", "<u4"), ("rank", "<i4"),
                          ("nranks", "<i4"), ("header_size", "<u4"), ("reserved", "<u4")])
 TRAILER_DTYPE = np.dtype([("nevents", "<u8"), ("nnames", "<u4"), ("flushes", "<u4"), ("dropped", "<u4"),
-                          ("nsamples", "<u4"), ("nblocks", "<u4"), ("npolls", "<u4"), ("magic", "S8")])
+                          ("nsamples", "<u4"), ("nblocks", "<u4"), ("npolls", "<u4"), ("samples_bytes", "<u4"),
+                          ("reserved", "<u4"), ("magic", "S8")])
 BLOCK_DTYPE = np.dtype([("nevents", "<u4"), ("nbytes", "<u4"), ("t_prev", "<u8")])
 SAMPLE_DTYPE = np.dtype([("time_ns", "<u8"), ("vertex", "<u4"), ("reserved", "<u4")])
 POLL_DTYPE = np.dtype([("calls", "<u8"), ("ns", "<u8"), ("region", "<i4"), ("vertex", "<u4")])
@@ -33,7 +34,7 @@ RAW_DTYPE = np.dtype([("time_ns", "<u8"), ("bytes", "<i8"), ("aux", "<i8"), ("re
                       ("tag", "<i4"), ("comm", "<i4"), ("vertex", "<u4"), ("kind", "u1")])
 # the mask bits SG_TF_* in field order, with each field's default when its bit is clear
 FIELDS = (("region", -1), ("vertex", 0), ("peer", -1), ("tag", 0), ("comm", -1), ("bytes", 0), ("aux", -1))
-assert HEADER_DTYPE.itemsize == 32 and TRAILER_DTYPE.itemsize == 40 and BLOCK_DTYPE.itemsize == 16
+assert HEADER_DTYPE.itemsize == 32 and TRAILER_DTYPE.itemsize == 48 and BLOCK_DTYPE.itemsize == 16
 assert POLL_DTYPE.itemsize == 24
 _POPCOUNT = np.array([bin(m).count("1") for m in range(256)], np.int64)
 
@@ -55,8 +56,9 @@ def read_raw_rank(path: pathlib.Path) -> dict:
     tr = np.frombuffer(data, TRAILER_DTYPE, count=1, offset=len(data) - TRAILER_DTYPE.itemsize)[0]
     if int(h["version"]) != VERSION or tr["magic"] != END_MAGIC:
         raise UserError(f"{path} has another raw trace version or is incomplete; rerun with this scalgraph's shim")
-    n, nn, ns, nb, npo = (int(tr[k]) for k in ("nevents", "nnames", "nsamples", "nblocks", "npolls"))
-    tail = nn * NAME_LEN + ns * SAMPLE_DTYPE.itemsize + npo * POLL_DTYPE.itemsize + TRAILER_DTYPE.itemsize
+    n, nn, ns, nb, npo, sb = (int(tr[k]) for k in ("nevents", "nnames", "nsamples", "nblocks", "npolls",
+                                                   "samples_bytes"))
+    tail = nn * NAME_LEN + sb + npo * POLL_DTYPE.itemsize + TRAILER_DTYPE.itemsize
     end = len(data) - tail
     if end < HEADER_DTYPE.itemsize:
         raise UserError(f"{path} is inconsistent (its counts say more than its {len(data)} bytes); rerun the program")
@@ -69,8 +71,8 @@ def read_raw_rank(path: pathlib.Path) -> dict:
     names = [data[off + i * NAME_LEN: off + (i + 1) * NAME_LEN].split(b"\0", 1)[0].decode(errors="replace")
              for i in range(nn)]
     off += nn * NAME_LEN
-    samples = np.frombuffer(data, SAMPLE_DTYPE, count=ns, offset=off)
-    polls = np.frombuffer(data, POLL_DTYPE, count=npo, offset=off + ns * SAMPLE_DTYPE.itemsize)
+    samples = _decode_samples(np.frombuffer(data, np.uint8, count=sb, offset=off), ns, path)
+    polls = np.frombuffer(data, POLL_DTYPE, count=npo, offset=off + sb)
     return {"rank": int(h["rank"]), "nranks": int(h["nranks"]), "events": ev, "names": names, "samples": samples,
             "polls": polls, "flushes": int(tr["flushes"]), "bytes": len(data),
             "event_bytes": end - HEADER_DTYPE.itemsize}
@@ -94,6 +96,20 @@ def _decode_blocks(data: bytes, start: int, end: int, nblocks: int, path) -> np.
     if pos != end:
         raise UserError(f"{path} is inconsistent ({end - pos} bytes between the events and the names); rerun it")
     return np.concatenate(parts) if parts else np.zeros(0, RAW_DTYPE)
+
+
+def _decode_samples(b: np.ndarray, n: int, path) -> np.ndarray:
+    """(time, vertex) delta varint pairs -> SAMPLE_DTYPE records."""
+    try:
+        vals = decode_varints(b)
+    except ValueError:
+        vals = None
+    if vals is None or len(vals) != 2 * n or (len(b) and b[-1] >= 128):
+        raise UserError(f"{path} is damaged (its samples do not decode); rerun the program")
+    out = np.zeros(n, SAMPLE_DTYPE)
+    out["time_ns"] = np.cumsum(_unzigzag(vals[0::2])).astype(np.uint64)
+    out["vertex"] = np.cumsum(_unzigzag(vals[1::2])).astype(np.uint32)
+    return out
 
 
 def decode_varints(b: np.ndarray) -> np.ndarray:
