@@ -594,7 +594,7 @@ def write_otf2(trace: Trace, anchor: str | os.PathLike) -> None:
                 exc = _unrepresented(trace, rank, zero, saved["coll_begin_comm"], sync_tags)
                 if exc:
                     saved["exceptions"][str(rank)] = exc
-            if sum(len(idx) for exc in saved["exceptions"].values() for idx, _ in exc.values()) > _INLINE_FIELDS:
+            if len(json.dumps(saved["exceptions"], separators=(",", ":"))) > _INLINE_BYTES:
                 _write_fields_file(archive_dir / name / FIELDS_FILE, saved.pop("exceptions"))
                 saved["fields_file"] = FIELDS_FILE
             # global definitions are written when the archive closes, so this may come last
@@ -782,9 +782,9 @@ def _write_rank(w, loc, trace, rank, region_def, comm_def, win_def, init_idx, fi
     return sync_tags
 
 
-# Up to this many event fields travel inline in the attribute, more in FIELDS_FILE inside the archive
-# directory (numpy .npz, no pickle): OTF2 strings are limited in size.
-_INLINE_FIELDS = 4096
+# Event fields up to this much JSON travel inline in the attribute, more in FIELDS_FILE inside the
+# archive directory (numpy .npz, no pickle): libotf2 refuses very long strings.
+_INLINE_BYTES = 64 * 1024
 FIELDS_FILE = "scalgraph-fields.npz"
 
 
