@@ -235,6 +235,17 @@ def main(argv=None) -> int:
                       f"{'ok' if good else 'LOWER'}; median error at 64/128 (worst) "
                       f"{np.median(our_err, axis=0).max() * 100:5.1f} vs {their_err * 100:5.1f} %")
         print("acceptance met" if ok else "acceptance NOT met")
+    if with_extrap:
+        print("\nsame scales: cells where scalgraph recovers at least as often as Extra-P's better mode, and where its "
+              "median error at 64/128 (worst of the two) is no larger")
+        for n in sets:
+            cells = [(noise, reps) for reps in REPS for noise in NOISES
+                     if all((n, noise, reps, t) in results for t in tools)]
+            rec = sum(results[(n, *c, "scalgraph")][0] >= max(results[(n, *c, t)][0] for t in tools[1:])
+                      for c in cells)
+            err = sum(np.median(results[(n, *c, "scalgraph")][1], axis=0).max()
+                      <= min(np.median(results[(n, *c, t)][1], axis=0).max() for t in tools[1:]) for c in cells)
+            print(f"  {n} scales: recovery {rec}/{len(cells)}, prediction error {err}/{len(cells)}")
     return 0
 
 
