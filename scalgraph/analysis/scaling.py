@@ -7,13 +7,15 @@ a small hypothesis set.  We search the same form, and choose differently (docs/s
   value: from the spread between repetitions (pooled as a relative spread over the scales, since
   timing noise grows with the time) and the Poisson error of sampled times, whichever is larger.
   With neither known the noise is assumed relative (weights 1/y^2) and its size is estimated from
-  the residuals of the best fit.  Everything is relative, so the choice does not depend on units.
+  the residuals of the best fit, or, where that says less, the median of it over the experiment's
+  vertices (one run's machine noise is shared; 3 or 4 scales leave one vertex 1 or 2 degrees of
+  freedom).  Everything is relative, so the choice does not depend on units.
 * The simplest model the data cannot reject wins: hypotheses are grouped by complexity (constant;
   plain powers and log2(p); one log factor; two log factors).  A group's best fit is taken unless
-  a more complex group fits significantly better: chi^2 difference beyond the 1 % point of chi^2(1)
-  with known noise (scaled up when the fit is worse than the noise says), of F(1, n-2) without.
-  So a difference within the noise never becomes growth, and a log factor is taken with 3 or 4
-  scales only when the data ask for it.
+  a more complex group fits significantly better: a likelihood-ratio test at SIGNIFICANCE with
+  SHAPE_DOF degrees of freedom, chi^2 with known noise (scaled up when the best fit is worse than
+  the noise says), F with noise estimated from one vertex alone.  So a difference within the noise
+  never becomes growth, and a log factor is taken with 3 or 4 scales only when the data ask for it.
 * No hypothesis that rises then falls between the smallest scale and 4x the largest (p^-i * log^j).
 * Per vertex we keep how sure the model is: the interval of the predicted value at 2x the largest
   scale (prediction error of the chosen fit and the range of every model not rejected), and flags:
