@@ -9,6 +9,11 @@
  *  - implicit_task begin on a worker: it takes that context over, so its sg_fn_enter of the outlined
  *    function resolves the same instance the master's does (the region under the right call path,
  *    not the outlined function's default instance); implicit_task end gives the worker its own back.
+ *  - a worker's thread CPU in its implicit task, up to its arrival at the region's closing barrier
+ *    (sync_region begin: the master cannot pass the barrier before that), is added to the
+ *    computation the next MPI call of the process charges (sg_mpi_leave): a rank's computation
+ *    between MPI calls is the CPU of all its threads, as its samples are.  (With several threads
+ *    calling MPI, it goes to whichever calls first.)
  *
  * SCALGRAPH_OMPT=0 declines the tool (libomp then runs without OMPT). */
 #include "sg_internal.h"
@@ -31,6 +36,21 @@ static void enter_context(struct sg_thread *t, uint64_t packed) {
     sg_set_cur((uint32_t)packed);
 }
 
+static SG_TLS unsigned task_depth_;   /* implicit tasks of worker regions open on this thread */
+static SG_TLS uint64_t task_cpu0_;      /* its thread CPU at the outermost one's begin; 0 once charged */
+static uint64_t worker_cpu_ns_;         /* workers' CPU not yet charged to a computation segment */
+
+uint64_t sg_ompt_take_worker_cpu(void) { return __atomic_exchange_n(&worker_cpu_ns_, 0, __ATOMIC_RELAXED); }
+
+static void charge_worker_cpu(void) {
+    if (task_cpu0_ == 0)
+        return;
+    uint64_t now = sg_thread_cpu_ns();
+    if (now > task_cpu0_)
+        __atomic_fetch_add(&worker_cpu_ns_, now - task_cpu0_, __ATOMIC_RELAXED);
+    task_cpu0_ = 0;
+}
+
 static void on_thread_begin(int thread_type, ompt_data_t *thread_data) {
     (void)thread_type;
     thread_data->value = 0;
@@ -49,6 +69,10 @@ static void on_implicit_task(int endpoint, ompt_data_t *parallel_data, ompt_data
     (void)actual_parallelism;
     if (flags & ompt_task_initial)
         return;
+    if (index != 0 && endpoint == ompt_scope_begin && task_depth_++ == 0)
+        task_cpu0_ = sg_thread_cpu_ns();
+    else if (index != 0 && endpoint == ompt_scope_end && task_depth_ > 0 && --task_depth_ == 0)
+        charge_worker_cpu();   /* if no closing barrier did */
     struct sg_thread *t = sg_thread_self();
     if (!t->tracked)
         return;
@@ -66,6 +90,14 @@ static void on_implicit_task(int endpoint, ompt_data_t *parallel_data, ompt_data
     }
 }
 
+static void on_sync_region(int kind, int endpoint, ompt_data_t *parallel_data, ompt_data_t *task_data,
+                           const void *codeptr_ra) {
+    (void)parallel_data; (void)task_data; (void)codeptr_ra;
+    if (endpoint == ompt_scope_begin && task_depth_ == 1 &&
+        (kind == ompt_sync_region_barrier_implicit_parallel || kind == ompt_sync_region_barrier_implicit))
+        charge_worker_cpu();
+}
+
 static int ompt_initialize(ompt_function_lookup_t lookup, int initial_device_num, ompt_data_t *tool_data) {
     (void)initial_device_num; (void)tool_data;
     ompt_set_callback_t set_callback = (ompt_set_callback_t)lookup("ompt_set_callback");
@@ -74,6 +106,7 @@ static int ompt_initialize(ompt_function_lookup_t lookup, int initial_device_num
     set_callback(ompt_callback_thread_begin, (ompt_callback_t)on_thread_begin);
     set_callback(ompt_callback_parallel_begin, (ompt_callback_t)on_parallel_begin);
     set_callback(ompt_callback_implicit_task, (ompt_callback_t)on_implicit_task);
+    set_callback(ompt_callback_sync_region, (ompt_callback_t)on_sync_region);
     return 1;
 }
 

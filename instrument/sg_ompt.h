@@ -25,6 +25,7 @@ enum {
     ompt_callback_parallel_end = 4,
     ompt_callback_implicit_task = 7,
     ompt_callback_sync_region_wait = 16,
+    ompt_callback_sync_region = 23,
 };
 enum { ompt_set_never = 1 };                       /* ompt_set_result_t: 0 error, 1 never, >1 some/always */
 enum { ompt_scope_begin = 1, ompt_scope_end = 2 };
@@ -38,6 +39,9 @@ enum {
     ompt_sync_region_barrier_implicit_workshare = 8,
     ompt_sync_region_barrier_implicit_parallel = 9,
 };
+
+/* the shim's side (sg_ompt.c): OpenMP workers' CPU since the previous call, for sg_mpi_leave */
+uint64_t sg_ompt_take_worker_cpu(void) __attribute__((visibility("hidden")));
 
 ompt_start_tool_result_t *ompt_start_tool(unsigned int omp_version, const char *runtime_version);
 #endif
