@@ -1,6 +1,7 @@
 /* Per-vertex accumulators, the communication-dependence table and the communicator table.
  * Fixed-size storage allocated once (at sg_register_psg); the hot paths only add. */
 #include "sg_internal.h"
+#include "sg_ompt.h"
 #include <string.h>
 #include <fcntl.h>
 #include <stdlib.h>
@@ -176,6 +177,7 @@ void sg_mpi_leave(struct sg_thread *t, uint32_t vertex, uint64_t t0, uint64_t dt
     uint64_t comp_cpu = cpu0 > t->mpi_end_cpu ? cpu0 - t->mpi_end_cpu : 0;
     if (comp_cpu > comp_wall)
         comp_cpu = comp_wall;   /* an extrapolated point ran ahead: CPU time cannot exceed wall time */
+    comp_cpu += sg_ompt_take_worker_cpu();   /* and the OpenMP workers' computation meanwhile (sg_ompt.c) */
     sg_record_comp(vertex, comp_wall, comp_cpu, cpu1 - cpu0);
     t->mpi_end_wall = end;
     t->mpi_end_cpu = cpu1;
