@@ -15,3 +15,6 @@ echo "== run at 2, 4 and 8 processes: scalgraph run -n 2,4,8 -o $out/cg-exp -- $
 cat "$out/cg-exp/scale-8/rep-0/stdout.txt"
 echo "== find the root cause: scalgraph detect $out/cg-exp"
 .venv/bin/scalgraph detect --top 3 --source-dir samples/cg "$out/cg-exp"
+echo "== the same as a page for the browser: scalgraph report $out/cg-exp -o $out/report.html"
+.venv/bin/scalgraph report --source-dir samples/cg -o "$out/report.html" "$out/cg-exp"
+echo "open $out/report.html in a browser (it works offline, from disk)"

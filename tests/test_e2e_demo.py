@@ -1,5 +1,6 @@
 """The README's main job for a new user: `bash scripts/demo.sh` builds samples/cg with sgcc, runs it at
-2, 4, 8 ranks and prints the root cause, the audit loop at cg.c:21."""
+2, 4, 8 ranks and prints the root cause, the audit loop at cg.c:21, with what fixing it would save, and
+writes the HTML report beside it."""
 from __future__ import annotations
 
 import importlib.util
@@ -22,3 +23,6 @@ def test_demo_script_names_the_planted_root_cause(tmp_path):
     assert "cg.c:21" in first, out                                 # the top root cause is the audit loop
     assert "> 21 |     for (long k = 0; k < AUDIT_WORK; k++)" in out   # with its source line shown
     assert (tmp_path / "cg-exp" / "experiment.json").exists()
+    assert "what-if: fixing cg.c:21-22 saves" in out, out          # the predicted gain of the fix
+    page = (tmp_path / "report.html").read_text()
+    assert page.startswith("<!DOCTYPE html>") and "cg.c:21" in page
