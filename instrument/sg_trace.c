@@ -109,8 +109,8 @@ __attribute__((constructor)) static void sg_trace_start(void) {
 static int open_file(void) {
     const char *dir = sg_out_dir();
     snprintf(final_name_, sizeof final_name_, "%s/rank-%d.sgt", dir, (int)sg_run.rank);
-    snprintf(tmp_name_, sizeof tmp_name_, "%s.tmp%d", final_name_, (int)getpid());
-    fd_ = open(tmp_name_, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    /* exclusive, unpredictable temporary name (a symlink planted there is never followed) */
+    fd_ = sg_open_temp(final_name_, tmp_name_, sizeof tmp_name_);
     if (fd_ < 0) {
         failed_ = 1;
         fprintf(stderr, "scalgraph: cannot write the trace %s; set SCALGRAPH_OUT to a writable directory\n",

@@ -22,6 +22,8 @@ import zlib
 import numpy as np
 
 from scalgraph.errors import UserError
+from scalgraph.io.safe_read import MAX_JSON_BYTES, parse_json
+from scalgraph.io.safe_write import write_atomic
 from scalgraph.model.trace import EVENT_DTYPE, Region, Trace
 
 MAGIC = b"SGTRACE\x00"
@@ -86,24 +88,13 @@ def write_binary(trace: Trace, path: str | os.PathLike, compress: bool = False) 
     except (TypeError, ValueError) as e:
         raise UserError(f"cannot write {path}: trace meta is not plain JSON ({e})") from None
     h = hashlib.sha256()
-    tmp = f"{os.fspath(path)}.tmp{os.getpid()}"
-    # Write to a temporary name and rename: a crash never leaves a half-written trace under the real name.
-    try:
-        with open(tmp, "wb") as f:
-            def put(b: bytes) -> None:
-                h.update(b)
-                f.write(b)
-            put(_HEAD.pack(MAGIC, FORMAT_VERSION, trace.nranks, len(defs_bytes)))
-            put(defs_bytes)
-            put(np.array([len(e) for e in trace.events], dtype="<u8").tobytes())
-            for b in blocks:
-                put(b)
-            f.write(h.digest())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    parts = [_HEAD.pack(MAGIC, FORMAT_VERSION, trace.nranks, len(defs_bytes)), defs_bytes,
+             np.array([len(e) for e in trace.events], dtype="<u8").tobytes(), *blocks]
+    for b in parts:
+        h.update(b)
+    # exclusive random temporary name + rename (scalgraph/io/safe_write.py): a crash never leaves half
+    # a trace under the real name, and a symlink planted at a temporary name is never followed
+    write_atomic(path, b"".join(parts) + h.digest())
 
 
 def read_binary(path: str | os.PathLike) -> Trace:
@@ -128,10 +119,7 @@ def parse_binary(data: bytes | bytearray, where: str) -> Trace:
         raise UserError(f"{where}: truncated binary trace (header promises more than the file holds)")
     if hashlib.sha256(body).digest() != digest:
         raise UserError(f"{where}: checksum mismatch, the trace file is truncated or corrupt; copy or record it again")
-    try:
-        defs = json.loads(bytes(view[_HEAD.size:_HEAD.size + defs_len]).decode())
-    except (UnicodeDecodeError, json.JSONDecodeError):
-        raise UserError(f"{where}: corrupt definitions block in binary trace") from None
+    defs = _parse_definitions(bytes(view[_HEAD.size:_HEAD.size + defs_len]), where)
     if not isinstance(defs, dict) or defs.get("dtype") != _dtype_descr():
         raise UserError(f"{where}: event layout differs from this scalgraph's; convert the trace with the version that wrote it")
     regions, comms, windows, meta = definitions_from_json(defs, where)
@@ -154,6 +142,14 @@ def parse_binary(data: bytes | bytearray, where: str) -> Trace:
         raise UserError(f"{where}: unknown compression {compression!r}; convert it with the scalgraph that wrote it")
     return Trace(regions=regions, comms=comms, events=events, windows=windows, meta=meta,
                  **program_span_from_json(defs, where))
+
+
+def _parse_definitions(data: bytes, where: str) -> dict:
+    """The definitions block through the checked JSON layer (depth limit, no NaN): one clear line."""
+    try:
+        return parse_json(data, f"{where}: definitions block", "binary trace's definitions")
+    except UserError as e:
+        raise UserError(f"corrupt binary trace: {e}; record or convert it again") from None
 
 
 def _decompress_blocks(body, pos: int, counts: list[int], block_sizes, where: str) -> list[np.ndarray]:
@@ -194,10 +190,9 @@ def read_binary_ranks(path: str | os.PathLike, lo: int, hi: int) -> tuple[Trace,
             size = os.fstat(f.fileno()).st_size
             if _HEAD.size + defs_len + 8 * nranks + _DIGEST > size:
                 raise UserError(f"{where}: truncated binary trace (header promises more than the file holds)")
-            try:
-                defs = json.loads(f.read(defs_len).decode())
-            except (UnicodeDecodeError, json.JSONDecodeError):
-                raise UserError(f"{where}: corrupt definitions block in binary trace") from None
+            if defs_len > MAX_JSON_BYTES:
+                raise UserError(f"{where}: corrupt binary trace (a definitions block of {defs_len} bytes)")
+            defs = _parse_definitions(f.read(defs_len), where)
             if not isinstance(defs, dict) or defs.get("dtype") != _dtype_descr():
                 raise UserError(f"{where}: event layout differs from this scalgraph's; convert the trace with "
                                 f"the version that wrote it")

@@ -19,6 +19,7 @@ import numpy as np
 
 from scalgraph.errors import UserError
 from scalgraph.io.safe_read import check_json_file
+from scalgraph.io.safe_write import write_atomic
 from scalgraph.io.trace_binary import definitions_from_json, definitions_to_json, program_span_from_json
 from scalgraph.model.trace import EVENT_KINDS, Trace, make_events
 
@@ -36,30 +37,27 @@ def looks_like_json_trace(head: bytes) -> bool:
 def write_json(trace: Trace, path: str | os.PathLike) -> None:
     doc = {"format": FORMAT_NAME, "version": FORMAT_VERSION, **definitions_to_json(trace),
            "events": [[_event_to_json(e) for e in ev] for ev in trace.events]}
-    tmp = f"{os.fspath(path)}.tmp{os.getpid()}"
     try:
-        with open(tmp, "w") as f:
-            json.dump(doc, f, separators=(",", ":"), allow_nan=False)
-        os.replace(tmp, path)
+        text = json.dumps(doc, separators=(",", ":"), allow_nan=False)
     except (TypeError, ValueError) as e:
-        os.unlink(tmp)
         raise UserError(f"cannot write {path}: trace meta is not plain JSON ({e})") from None
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    write_atomic(path, text)     # exclusive random temporary name + rename (scalgraph/io/safe_write.py)
 
 
 def read_json(path: str | os.PathLike) -> Trace:
     check_json_file(path, "JSON trace")    # special files, size and nesting depth (scalgraph/io/safe_read.py)
     try:
         with open(path, "rb") as f:
-            doc = json.loads(f.read().decode("utf-8-sig"))
+            doc = json.loads(f.read().decode("utf-8-sig"), parse_constant=_no_constant)
     except UnicodeDecodeError:
         raise UserError(f"{path}: not UTF-8 text, so not a JSON trace") from None
     except json.JSONDecodeError as e:
         raise UserError(f"{path}: invalid JSON at line {e.lineno} column {e.colno}: {e.msg}") from None
     return trace_from_json(doc, str(path))
+
+
+def _no_constant(name: str):
+    raise json.JSONDecodeError(f"{name} is not a number (a trace time must be finite)", name, 0)
 
 
 def trace_from_json(doc, where: str = "<json>") -> Trace:

@@ -42,6 +42,7 @@ import sys
 import numpy as np
 
 from scalgraph.errors import UserError
+from scalgraph.io.safe_read import MAX_JSON_DEPTH, json_depth
 from scalgraph.model.trace import (EVENT_DTYPE, COLL_BEGIN, COLL_END, ENTER, EXIT, IRECV, IRECV_REQUEST, ISEND,
                                    ISEND_COMPLETE, RECV, REQUEST_CANCELLED, RMA_ACC, RMA_GET, RMA_PUT,
                                    RMA_SYNC, SEND, Region, Trace, make_events)
@@ -140,7 +141,7 @@ def _read_archive(anchor, stem, reader, reader_cm, ranks=None) -> Trace:
     from otf2.enums import GroupType, LocationType, Paradigm
     try:
         defs = reader.definitions
-        saved = _saved_meta(defs)
+        saved = _saved_meta(defs, anchor)
         rank_of = _rank_map(defs, GroupType, LocationType, Paradigm)
         nranks = len(set(rank_of.values()))
         if nranks == 0:
@@ -440,13 +441,18 @@ def _text(s) -> str:
     return s if isinstance(s, str) else str(getattr(s, "name", s))
 
 
-def _saved_meta(defs) -> dict:
+def _saved_meta(defs, where="OTF2 archive") -> dict:
     for a in defs.attributes:
         if a.name == META_ATTRIBUTE:
+            raw = str(a.description).encode()
+            if json_depth(raw) > MAX_JSON_DEPTH:     # forged: one clear line, not a RecursionError
+                raise UserError(f"{where}: OTF2 attribute {META_ATTRIBUTE} nests deeper than scalgraph ever writes "
+                                f"({MAX_JSON_DEPTH} levels); the archive is damaged or forged")
             try:
-                return json.loads(a.description)
+                doc = json.loads(raw, parse_constant=lambda c: None)
             except ValueError:
-                return {}
+                return {}     # not ours after all: the events alone still make a trace
+            return doc if isinstance(doc, dict) else {}
     return {}
 
 

@@ -381,10 +381,6 @@ def _comms(profiles: list, nranks: int) -> dict[int, list[int]]:
 def _psg_beside(run_dir: pathlib.Path):
     for cand in (run_dir.parent.parent / "psg.json", run_dir / "psg.json"):
         if cand.is_file():
-            import json
-            from scalgraph.model.psg import psg_from_dict
-            try:
-                return psg_from_dict(json.loads(cand.read_text()))
-            except (ValueError, KeyError, TypeError) as e:
-                raise UserError(f"{cand}: not a readable PSG ({e}); rerun `scalgraph run`") from None
+            from scalgraph.io.safe_read import load_json_file, psg_checked
+            return psg_checked(load_json_file(cand, "PSG"), cand)
     return None

@@ -18,6 +18,7 @@ import json
 
 import numpy as np
 
+from scalgraph.errors import printable
 from scalgraph.trace import mpi_names, patterns
 from scalgraph.trace.critical_path import CriticalPath
 from scalgraph.trace import verdict as verdicts
@@ -257,13 +258,26 @@ def _s(x: float) -> str:
     return f"{x:10.6f} s"
 
 
+def _escaped(value):
+    """Every string in the report (region and file names, notes: they come from the input) with its
+    control characters shown as escapes, so a crafted trace cannot drive the terminal or break a line."""
+    if isinstance(value, str):
+        return printable(value)
+    if isinstance(value, dict):
+        return {_escaped(k): _escaped(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_escaped(v) for v in value]
+    return value
+
+
 def write_text(report: dict, out, top: int = 10) -> None:
+    clock = [printable(line) for line in (report["clock"] or "").splitlines()]
+    report = _escaped({**report, "clock": ""})
     w = out.write
     w(f"scalgraph trace {report['source']}: {report['ranks']} ranks, {report['events']} events, "
       f"run length {report['run_length']:.6g} s, total time {report['total_time']:.6g} s\n")
-    if report["clock"]:
-        for line in report["clock"].splitlines():
-            w(f"  clock: {line}\n")
+    for line in clock:
+        w(f"  clock: {line}\n")
 
     found = report["root_causes"]
     if found:

@@ -21,6 +21,7 @@ from scalgraph.model.trace import (COLL_BEGIN, COLL_END, ENTER, EVENT_DTYPE, EVE
 P2P_SENDS = (SEND, ISEND)
 P2P_RECVS = (RECV, IRECV)
 RMA_KINDS = (RMA_PUT, RMA_GET, RMA_ACC, RMA_SYNC)
+MAX_SECONDS = 1e11     # |timestamp| bound in seconds, about 3000 years: epoch-based times (1.8e9 s) pass
 
 
 def check_trace(trace: Trace, where: str = "trace") -> None:
@@ -61,6 +62,13 @@ def _check_times(ev: np.ndarray, at: str) -> None:
     if not np.isfinite(t).all():
         i = int(np.flatnonzero(~np.isfinite(t))[0])
         raise UserError(f"{at} event {i}: timestamp is not a finite number")
+    # sums of durations over events and ranks must stay finite and keep sub-microsecond precision:
+    # no real trace spans more than MAX_SECONDS (the analysis would print inf or nan)
+    far = np.flatnonzero(np.abs(t) > MAX_SECONDS)
+    if len(far):
+        i = int(far[0])
+        raise UserError(f"{at} event {i}: timestamp {t[i]:.6g} s is beyond {MAX_SECONDS:.0e} s (about 3000 years); "
+                        f"the trace is damaged or its time unit is wrong")
     back = np.flatnonzero(np.diff(t) < 0)
     if len(back):
         i = int(back[0]) + 1
