@@ -124,14 +124,14 @@ def parse_binary(data: bytes | bytearray, where: str) -> Trace:
         raise UserError(f"{where}: event layout differs from this scalgraph's; convert the trace with the version that wrote it")
     regions, comms, windows, meta = definitions_from_json(defs, where)
     pos = _HEAD.size + defs_len
-    counts = np.frombuffer(body, dtype="<u8", count=nranks, offset=pos)
+    counts = _checked_counts(np.frombuffer(body, dtype="<u8", count=nranks, offset=pos), len(body), where)
     pos += 8 * nranks
     size = EVENT_DTYPE.itemsize
     compression = defs.get("compression", "none")
     if compression == "zlib":
         events = _decompress_blocks(body, pos, counts.tolist(), defs.get("block_sizes"), where)
     elif compression == "none":
-        if pos + int(counts.sum()) * size != len(body):
+        if pos + sum(counts.tolist()) * size != len(body):     # Python ints: no wrap
             raise UserError(f"{where}: event counts do not match the file size; the trace is corrupt")
         events = []
         for n in counts.tolist():
@@ -152,8 +152,23 @@ def _parse_definitions(data: bytes, where: str) -> dict:
         raise UserError(f"corrupt binary trace: {e}; record or convert it again") from None
 
 
+def _checked_counts(counts: np.ndarray, file_size: int, where: str) -> np.ndarray:
+    """Per-rank event counts as int64, refused when one promises more events than the file could
+    hold even compressed (a forged count near 2**64 would wrap a sum back to the file size)."""
+    limit = max(file_size, 1) * 1024       # zlib compresses a block at most ~1000:1
+    if len(counts) and int(counts.max()) > limit:
+        raise UserError(f"{where}: corrupt binary trace (rank {int(counts.argmax())} claims {int(counts.max())} "
+                        f"events, more than a {file_size}-byte file can hold); record or convert it again")
+    return counts.astype(np.int64)
+
+
+def _sizes_ok(sizes, nranks: int) -> bool:
+    return (isinstance(sizes, list) and len(sizes) == nranks
+            and all(type(b) is int and 0 <= b <= MAX_JSON_BYTES * 32 for b in sizes))
+
+
 def _decompress_blocks(body, pos: int, counts: list[int], block_sizes, where: str) -> list[np.ndarray]:
-    if (not isinstance(block_sizes, list) or len(block_sizes) != len(counts)
+    if (not _sizes_ok(block_sizes, len(counts))
             or pos + sum(int(b) for b in block_sizes) != len(body)):
         raise UserError(f"{where}: compressed block sizes do not match the file size; the trace is corrupt")
     events = []
@@ -197,18 +212,18 @@ def read_binary_ranks(path: str | os.PathLike, lo: int, hi: int) -> tuple[Trace,
                 raise UserError(f"{where}: event layout differs from this scalgraph's; convert the trace with "
                                 f"the version that wrote it")
             regions, comms, windows, meta = definitions_from_json(defs, where)
-            counts = np.frombuffer(f.read(8 * nranks), dtype="<u8").astype(np.int64)
+            counts = _checked_counts(np.frombuffer(f.read(8 * nranks), dtype="<u8"), size, where)
             start = _HEAD.size + defs_len + 8 * nranks
             compression = defs.get("compression", "none")
             if compression == "zlib":
                 sizes = defs.get("block_sizes")
-                if (not isinstance(sizes, list) or len(sizes) != nranks
+                if (not _sizes_ok(sizes, nranks)
                         or start + sum(int(b) for b in sizes) + _DIGEST != size):
                     raise UserError(f"{where}: compressed block sizes do not match the file size; the trace is corrupt")
                 sizes = np.array(sizes, np.int64)
             elif compression == "none":
                 sizes = counts * EVENT_DTYPE.itemsize
-                if start + int(sizes.sum()) + _DIGEST != size:
+                if start + sum(sizes.tolist()) + _DIGEST != size:
                     raise UserError(f"{where}: event counts do not match the file size; the trace is corrupt")
             else:
                 raise UserError(f"{where}: unknown compression {compression!r}; convert it with the scalgraph "

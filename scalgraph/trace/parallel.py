@@ -2,7 +2,7 @@
 mpiexec, or `scalgraph trace --parallel N TRACE`, which starts it.
 
 Each analysis process reads only its block of application ranks from the trace file (own binary
-format; other formats are read whole and cut), receives the communication skeleton of the ranks
+format and OTF2; a JSON trace is read whole and cut), receives the communication skeleton of the ranks
 its own ranks synchronise with (parallel_partial.py), and runs the serial engine's pattern
 evaluators, delay arithmetic and critical-path walk on that (parallel_phases.py).  Process 0
 gathers the reduced cubes and the few per-wait quantities and prints the report exactly as
@@ -28,26 +28,19 @@ from scalgraph.trace.parallel_partial import (Partial, build_partial, merge_call
 
 
 def read_block(path: str, comm) -> tuple[tm.Trace, np.ndarray, np.ndarray]:
-    """This process's block of ranks (other ranks empty), all ranks' event counts, the blocks."""
-    from scalgraph.io import trace_binary
-    from scalgraph.io.trace_read import read_trace
-    try:
-        with open(path, "rb") as f:
-            binary = trace_binary.is_binary_trace(f.read(16))
-    except OSError:                  # a directory (OTF2 archive) or unreadable: read_trace says which
-        binary = False
+    """This process's block of ranks (other ranks empty), all ranks' event counts, the blocks.
+    Binary and OTF2 traces: the counts come from the headers/definitions and only the block's
+    events are read (a process holds its own ranks, not the whole trace)."""
+    from scalgraph.io.trace_read import read_trace, trace_event_counts
+    from scalgraph.trace.validate import check_ranks
     me, nprocs = comm.Get_rank(), comm.Get_size()
-    if binary:
-        head, counts = trace_binary.read_binary_ranks(path, 0, 0)
-        bounds = rank_blocks(counts, nprocs)
-        trace, _ = trace_binary.read_binary_ranks(path, int(bounds[me]), int(bounds[me + 1]))
-    else:
-        trace = read_trace(path)
-        counts = np.array([len(e) for e in trace.events], np.int64)
-        bounds = rank_blocks(counts, nprocs)
-        for r in range(trace.nranks):
-            if not bounds[me] <= r < bounds[me + 1]:
-                trace.events[r] = np.zeros(0, tm.EVENT_DTYPE)
+    counts = np.asarray(trace_event_counts(path), np.int64)
+    bounds = rank_blocks(counts, nprocs)
+    mine = range(int(bounds[me]), int(bounds[me + 1]))
+    trace = read_trace(path, validate=True, ranks=mine)
+    # the checks a block passes on its own (the cross-rank ones need the whole trace: matching
+    # messages and collectives is what the skeleton exchange does)
+    check_ranks(trace, mine, where=str(path))
     _interpolate_offsets(trace)
     return trace, counts, bounds
 

@@ -29,10 +29,19 @@ def check_trace(trace: Trace, where: str = "trace") -> None:
     n = trace.nranks
     if n == 0:
         raise UserError(f"{where}: the trace has no locations")
+    check_ranks(trace, range(n), where)
+    _check_messages_matched(trace, where)
+    _check_collectives_matched(trace, where)
+
+
+def check_ranks(trace: Trace, ranks, where: str = "trace") -> None:
+    """The checks each rank's events pass on their own (times, kinds, regions, nesting, references,
+    requests), for `ranks` only: what a parallel-replay process can check of the block it read."""
     _check_definitions(trace, where)
     nregions = len(trace.regions)
     membership = _membership(trace)
-    for rank, ev in enumerate(trace.events):
+    for rank in ranks:
+        ev = trace.events[rank]
         at = f"{where}: rank {rank}"
         if ev.dtype != EVENT_DTYPE:
             raise UserError(f"{at}: events are not in scalgraph's event layout")
@@ -41,8 +50,6 @@ def check_trace(trace: Trace, where: str = "trace") -> None:
         _check_nesting(ev, at)
         _check_references(trace, rank, ev, at, membership)
         _check_requests(ev, at)
-    _check_messages_matched(trace, where)
-    _check_collectives_matched(trace, where)
 
 
 def _check_definitions(trace: Trace, where: str) -> None:
