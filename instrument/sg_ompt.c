@@ -38,8 +38,7 @@ static void enter_context(struct sg_thread *t, uint64_t packed) {
 
 static SG_TLS unsigned task_depth_;   /* implicit tasks of worker regions open on this thread */
 static SG_TLS uint64_t task_cpu0_;      /* its thread CPU at the outermost one's begin; 0 once charged */
-static uint64_t worker_cpu_ns_;
-static SG_TLS int sampler_asked_;       /* this thread's sampling event was checked for once */         /* workers' CPU not yet charged to a computation segment */
+static uint64_t worker_cpu_ns_;         /* workers' CPU not yet charged to a computation segment */
 
 uint64_t sg_ompt_take_worker_cpu(void) { return __atomic_exchange_n(&worker_cpu_ns_, 0, __ATOMIC_RELAXED); }
 
@@ -77,12 +76,6 @@ static void on_implicit_task(int endpoint, ompt_data_t *parallel_data, ompt_data
     struct sg_thread *t = sg_thread_self();
     if (!t->tracked)
         return;
-    if (endpoint == ompt_scope_begin && !sampler_asked_) {
-        /* a worker the runtime made before MPI_Init started the sampler has no event yet */
-        sampler_asked_ = 1;
-        if (__atomic_load_n(&t->perf_fd, __ATOMIC_ACQUIRE) < 0)
-            sg_sampler_thread_start(t);
-    }
     if (endpoint == ompt_scope_begin) {
         /* the master (index 0) is in the fork's context already */
         if (index == 0 || parallel_data == NULL || parallel_data->value == 0 || t->depth != 0) {

@@ -165,3 +165,99 @@ def test_worker_threads_are_sampled_in_the_forks_context(hybrid):
     # show up at all also says the worker threads are sampled.
     s0 = [subtree_samples(psg, profile_samples(hybrid, "0"), v) for v in (light, heavy)]
     assert s0[0] >= 0.25 * sum(s0), s0
+
+
+EARLY = r"""
+#include <mpi.h>
+#include <stdio.h>
+static long region(long n) {
+    long s = 0;
+#pragma omp parallel for reduction(+:s) schedule(static)
+    for (long i = 0; i < n; i++)
+        s += (i * 7) % 13;
+    return s;
+}
+int main(int argc, char **argv) {
+    long warm = region(1000);        /* the team's threads are made here, before MPI_Init */
+    MPI_Init(&argc, &argv);
+    long s = 0;
+    for (int it = 0; it < 10; it++)
+        s += region(6000000L);
+    printf("%ld %ld\n", warm, s);
+    MPI_Finalize();
+    return 0;
+}
+"""
+
+
+def test_threads_made_before_mpi_init_are_sampled(hybrid):
+    """Workers libomp makes before MPI_Init are sampled too (the sampler starts with the program,
+    sg_writer.c, and thread_begin gives each OpenMP thread its event)."""
+    (hybrid / "early.c").write_text(EARLY)
+    res = subprocess.run([venv_tool("sgcc"), "-fopenmp", "-O1", "-g", "early.c", "-o", "early"], cwd=hybrid,
+                         capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr
+    psg = psg_of(hybrid / "early")
+    warm, loop = [v for v in range(len(psg)) if psg.kind_name(v) == "LOOP" and psg.line_first[v] == 7]
+    from scalgraph.io.profile_file import read_rank_file
+    out = hybrid / "prof-early"
+    env = {**os.environ, "OMP_NUM_THREADS": "2", "OMP_WAIT_POLICY": "passive", "SCALGRAPH_OUT": str(out)}
+    res = subprocess.run([venv_tool("mpiexec"), "-n", "1", "./early"], cwd=hybrid, env=env, capture_output=True,
+                         text=True, timeout=300)
+    assert res.returncode == 0, res.stderr
+    rank = read_rank_file(out / "rank-0.sgp")
+    samples, cpu = rank["samples"], rank["sample_ns"]
+    # the worker's half of the loop is sampled, in the loop's instance: the loop's sampled CPU is
+    # about both threads' CPU, so well above the master's alone (half of it)
+    in_loop = sum(int(cpu[x]) for x in range(len(psg)) if x == loop or loop in ancestors(psg, x))
+    assert subtree_samples(psg, samples, loop) > 50
+    assert in_loop >= 0.75 * int(cpu.sum()), (in_loop, int(cpu.sum()))
+    assert subtree_samples(psg, samples, warm) <= 5
+
+
+def ancestors(psg, v: int) -> list[int]:
+    out = []
+    while psg.parent[v] >= 0:
+        v = psg.parent[v]
+        out.append(v)
+    return out
+
+
+FORTRAN = """program hf
+  use mpi
+  implicit none
+  integer :: ierr, rank, i
+  integer(8) :: s, g
+  call MPI_Init(ierr)
+  call MPI_Comm_rank(MPI_COMM_WORLD, rank, ierr)
+  s = 0
+  !$omp parallel do reduction(+:s)
+  do i = 1, 1000000
+    s = s + mod(i * 7, 13)
+  end do
+  !$omp end parallel do
+  call MPI_Allreduce(s, g, 1, MPI_INTEGER8, MPI_SUM, MPI_COMM_WORLD, ierr)
+  if (rank == 0) print *, g
+  call MPI_Finalize(ierr)
+end program
+"""
+
+
+def test_sgfort_parallel_do_is_under_its_fork(hybrid):
+    require_tool(venv_tool("sgfort") is not None and (shutil.which("flang-new-19") or shutil.which("flang-new")),
+                 "no flang (apt-get install flang-19)")
+    require_tool(shutil.which("mpif90") is not None, "no MPI with Fortran bindings")
+    (hybrid / "hf.f90").write_text(FORTRAN)
+    res = subprocess.run([venv_tool("sgfort"), "-fopenmp", "-O1", "hf.f90", "-o", "hf"], cwd=hybrid,
+                         capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr
+    psg = psg_of(hybrid / "hf")
+    loops = [v for v in range(len(psg)) if psg.kind_name(v) == "LOOP"]
+    assert len(loops) == 1
+    fn = psg.parent[loops[0]]
+    assert psg.kind_name(fn) == "FUNCTION" and psg.kind_name(psg.parent[fn]) == "CALL"
+    assert psg.parent[psg.parent[fn]] == 0          # the fork is a call in the main program
+    env = {**os.environ, "OMP_NUM_THREADS": "2", "OMP_WAIT_POLICY": "passive"}
+    run = subprocess.run([venv_tool("mpiexec"), "-n", "2", "./hf"], cwd=hybrid, env=env, capture_output=True,
+                         text=True, timeout=300)
+    assert run.returncode == 0 and run.stdout.split() == [str(2 * sum((i * 7) % 13 for i in range(1, 1000001)))]
