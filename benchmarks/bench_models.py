@@ -244,7 +244,8 @@ def main(argv=None) -> int:
             rec = sum(results[(n, *c, "scalgraph")][0] >= max(results[(n, *c, t)][0] for t in tools[1:])
                       for c in cells)
             err = sum(np.median(results[(n, *c, "scalgraph")][1], axis=0).max()
-                      <= min(np.median(results[(n, *c, t)][1], axis=0).max() for t in tools[1:]) for c in cells)
+                      <= min(np.median(results[(n, *c, t)][1], axis=0).max() for t in tools[1:]) + 1e-9   # rounding
+                      for c in cells)
             print(f"  {n} scales: recovery {rec}/{len(cells)}, prediction error {err}/{len(cells)}")
     return 0
 
