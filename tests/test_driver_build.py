@@ -181,13 +181,19 @@ def test_preprocess_depend_and_version_pass_through(tmp_path, mode):
 def test_compile_error_shows_the_compilers_message_and_status(tmp_path, mode):
     (tmp_path / "bad.c").write_text("int main(void) { return undeclared_name; }\n")
     (tmp_path / "bad.o").write_bytes(b"previous object")
+    (tmp_path / "direct.o").write_bytes(b"previous object")
     r = sg("sgcc", ["-c", "bad.c"], tmp_path, mode, check=False)
-    direct = subprocess.run([sys.executable, "-m", "ziglang", "cc", "-fno-sanitize=all", "-c", "bad.c",
-                             "-o", os.devnull], cwd=tmp_path, capture_output=True, text=True)
+    from scalgraph.static.toolchain import find_compiler
+    cc = find_compiler("c")                              # the compiler sgcc itself runs
+    direct = subprocess.run([*cc.command, *cc.flags, "-c", "bad.c", "-o", "direct.o"], cwd=tmp_path,
+                            capture_output=True, text=True)
     assert r.returncode == direct.returncode != 0
     assert "use of undeclared identifier 'undeclared_name'" in r.stderr
     assert r.stderr.count("error:") == direct.stderr.count("error:")
-    assert (tmp_path / "bad.o").read_bytes() == b"previous object", "nothing is overwritten on failure"
+    if mode == "plain":         # what the compiler does with its output on failure (clang removes it)
+        assert (tmp_path / "bad.o").exists() == (tmp_path / "direct.o").exists()
+    else:                       # the bitcode goes to a temporary file: the old object stays
+        assert (tmp_path / "bad.o").read_bytes() == b"previous object", "nothing is overwritten on failure"
 
 
 def test_link_error_keeps_the_previous_executable(tmp_path, mode):
@@ -271,7 +277,7 @@ def test_machine_without_cc_builds_the_shim_with_our_clang(tmp_path, samples_dir
                 (nocc / tool.name).symlink_to(tool)
     env = {"PATH": str(nocc), "SCALGRAPH_CACHE": str(tmp_path / "cache")}
     sg("sgcc", ["-O1", str(samples_dir / "fig3" / "fig3.c"), "-o", "fig3"], tmp_path, mode, env=env)
-    assert list((tmp_path / "cache").glob("shim-*/libscalgraph.so")), "the shim was built into the new cache"
+    assert list((tmp_path / "cache").glob("shim-*/libscalgraph.*")), "the shim was built into the new cache"
     assert mpirun(tmp_path / "fig3", 4, cwd=tmp_path).startswith("sum=")
 
 
@@ -317,14 +323,25 @@ def test_compiler_discovery_order(tmp_path, monkeypatch):
     major = binding.llvm_version_info[0]
     for var in ("SCALGRAPH_CC", "MPICH_CC", "OMPI_CC"):
         monkeypatch.delenv(var, raising=False)
-    same, newer = tmp_path / "same", tmp_path / "newer"
+    monkeypatch.setenv("SCALGRAPH_CACHE", str(tmp_path / "cache"))
+    same, newer, old, versioned = (tmp_path / d for d in ("same", "newer", "old", "versioned"))
     fake_tool(same, "clang", f"clang version {major}.1.0")
     fake_tool(newer, "clang", f"clang version {major + 1}.0.0")
+    fake_tool(old, "clang", "Debian clang version 14.0.6")
+    fake_tool(versioned, "clang", f"clang version {major + 1}.0.0")
+    fake_tool(versioned, "clang-19", "Debian clang version 19.1.7 (3~deb12u1)")
     gcc = fake_tool(tmp_path / "gcc", "gcc", "gcc (Debian 12.2.0-14) 12.2.0")
-    monkeypatch.setenv("PATH", f"{same}:{os.environ['PATH']}")
+    monkeypatch.setenv("PATH", str(same))               # only the fakes: the machine's own clangs stay out
     assert find_compiler("c").command == (str(same / "clang"),)
-    monkeypatch.setenv("PATH", f"{newer}:{os.environ['PATH']}")
+    assert find_compiler("c").command == (str(same / "clang"),)   # again, from the remembered answer
+    assert (tmp_path / "cache" / "toolchain-facts.json").is_file()
+    monkeypatch.setenv("PATH", str(newer))
     assert find_compiler("c").origin == "ziglang"            # newer bitcode would not parse
+    monkeypatch.setenv("PATH", str(old))
+    assert find_compiler("c").origin == "ziglang"            # older than opaque pointers: not unasked
+    monkeypatch.setenv("PATH", str(versioned))
+    assert find_compiler("c").command == (str(versioned / "clang-19"),)   # Debian's clang-N, old enough
+    monkeypatch.setenv("PATH", str(newer))
     monkeypatch.setenv("MPICH_CC", gcc)
     assert find_compiler("c").origin == "ziglang"            # mpicc's gcc emits no bitcode
     monkeypatch.setenv("MPICH_CC", str(newer / "clang"))

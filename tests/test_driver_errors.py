@@ -51,11 +51,23 @@ def test_no_debug_info_builds_and_says_so(tmp_path, instrumented):
     assert mpirun(tmp_path / "p", 2, cwd=tmp_path) == "ok\n"
 
 
-def test_file_without_main_compiles_with_a_warning(tmp_path, instrumented):
+def test_files_without_main_or_mpi_build_quietly_the_program_warns_once(tmp_path, instrumented):
+    """A library part has no main and a main may reach MPI through another file: no warning for
+    either; only a linked program with no main (or no MPI call at all) gets one, once."""
     (tmp_path / "lib.c").write_text("#include <mpi.h>\nvoid sync_all(void) { MPI_Barrier(MPI_COMM_WORLD); }\n")
-    r = sg("sgcc", ["-c", "lib.c"], tmp_path, instrumented)
-    assert (tmp_path / "lib.o").is_file()
-    assert "warning" in r.stderr and "main" in r.stderr
+    (tmp_path / "app.c").write_text('#include <mpi.h>\n#include <stdio.h>\nvoid sync_all(void);\n'
+                                    'int main(int c, char **v) { MPI_Init(&c, &v); sync_all(); puts("ok");\n'
+                                    'MPI_Finalize(); return 0; }\n')
+    r = sg("sgcc", ["-O5", "-c", "lib.c"], tmp_path, instrumented)
+    assert (tmp_path / "lib.o").is_file() and r.stderr == ""
+    r = sg("sgcc", ["-Ofast", "-c", "app.c"], tmp_path, instrumented)
+    assert r.stderr == ""
+    r = sg("sgcc", ["-O5", "app.o", "lib.o", "-o", "app"], tmp_path, instrumented)
+    assert r.stderr == ""
+    assert mpirun(tmp_path / "app", 2, cwd=tmp_path) == "ok\nok\n"
+    r = sg("sgcc", ["lib.o", "-o", "nomain"], tmp_path, instrumented, check=False)
+    warnings = [ln for ln in r.stderr.splitlines() if "warning" in ln]
+    assert len(warnings) == 1 and "no main" in warnings[0], r.stderr
 
 
 def test_program_without_mpi_builds_runs_and_warns(tmp_path, instrumented):

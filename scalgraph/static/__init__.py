@@ -6,8 +6,10 @@ instrument_bitcode(bitcode: bytes, source_path: str, *, opt_level: int, max_loop
         -> tuple[bytes, dict]
     Parse one translation unit's bitcode, build its per-function templates, insert the probes of
     docs/runtime-abi.md, embed the part (JSON) in ELF section ".scalgraph.psg" and return
-    (ELF object file bytes, PSG part dict).  Raises UserError on IR that cannot be parsed; warns on
-    stderr (does not fail) when there is no debug info, no main or no MPI call.
+    (ELF object file bytes, PSG part dict).  Raises UserError on IR that cannot be parsed; prints
+    nothing: the part's has_main / has_mpi / has_debug_info let the link warn once per program.
+    as_bitcode=True returns the instrumented bitcode instead of the object (for codegen by a clang of
+    llvmlite's LLVM version, see static/toolchain.py backend_for).
 read_parts_from_files(paths: list[str]) -> list[dict]
     The ".scalgraph.psg" parts of .o files and of .a archive members (files without one are skipped).
 link_psg(parts: list[dict], *, max_loop_depth: int = 10) -> tuple[PSG, str]
@@ -19,9 +21,10 @@ read_psg_from_executable(path: str) -> PSG
 from __future__ import annotations
 
 
-def instrument_bitcode(bitcode: bytes, source_path: str, *, opt_level: int, max_loop_depth: int = 10):
+def instrument_bitcode(bitcode: bytes, source_path: str, *, opt_level: int, max_loop_depth: int = 10,
+                       as_bitcode: bool = False):
     from scalgraph.static.probes import instrument_bitcode as impl
-    return impl(bitcode, source_path, opt_level=opt_level, max_loop_depth=max_loop_depth)
+    return impl(bitcode, source_path, opt_level=opt_level, max_loop_depth=max_loop_depth, as_bitcode=as_bitcode)
 
 
 def read_parts_from_files(paths):

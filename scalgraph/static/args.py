@@ -83,6 +83,28 @@ def opt_level_of(flag: str) -> int | None:
         level, 3 if level.isdigit() else 2)
 
 
+def map_opt_levels(argv: list[str]) -> list[str]:
+    """gcc takes -O4, -O5 ... as -O3 and -Ofast silently; clang warns about each on every file.  Give
+    clang the level it would use anyway (-Ofast: what clang advises for gcc's meaning), so a build
+    prints no more than with the user's own compiler."""
+    out: list[str] = []
+    value_next = False
+    for a in argv:
+        if value_next:
+            value_next = False
+            out.append(a)
+        elif a in TAKES_VALUE:
+            value_next = True
+            out.append(a)
+        elif a == "-Ofast":
+            out += ["-O3", "-ffast-math"]
+        elif a.startswith("-O") and a[2:].isdigit() and int(a[2:]) > 3:
+            out.append("-O3")
+        else:
+            out.append(a)
+    return out
+
+
 def language_of(path: str) -> str | None:
     """The language a file name says, None for objects/libraries (things only the linker reads)."""
     return LANGS_BY_SUFFIX.get(os.path.splitext(path)[1])

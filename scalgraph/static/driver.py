@@ -22,9 +22,10 @@ import tempfile
 from pathlib import Path
 
 from scalgraph.errors import UserError
-from scalgraph.static.args import TAKES_VALUE, Invocation, Source, expand_response_files, parse_args
+from scalgraph.static.args import (TAKES_VALUE, Invocation, Source, expand_response_files, map_opt_levels,
+                                   parse_args)
 from scalgraph.static.guards import check_outputs, wrapper_guard
-from scalgraph.static.toolchain import Compiler, Toolchain, find_compiler, find_toolchain
+from scalgraph.static.toolchain import Compiler, Toolchain, backend_for, find_compiler, find_toolchain
 
 PROGRAM_NAMES = {"c": "sgcc", "c++": "sgcxx", "fortran": "sgfort"}
 INFO_FLAGS = ("--version", "-dumpversion", "-dumpmachine", "--help", "-help", "-print-", "--print-")
@@ -64,7 +65,7 @@ def main(lang: str, argv: list[str]) -> int:
 
 
 def build(lang: str, argv: list[str]) -> int:
-    argv = expand_response_files(argv)
+    argv = map_opt_levels(expand_response_files(argv))
     inv = parse_args(argv)
     if inv.mode in ("link", "compile"):
         check_outputs(inv.output, [s.path for s in inv.sources] + inv.link_inputs, PROGRAM_NAMES[lang])
@@ -80,18 +81,19 @@ def build(lang: str, argv: list[str]) -> int:
     max_depth = max_loop_depth()
     with tempfile.TemporaryDirectory(prefix="scalgraph-") as tmp:
         objects: list[str] = []
+        parts: dict[str, dict] = {}          # object -> its PSG part, for the objects made here
         for i, src in enumerate(inv.sources):
             if inv.mode == "compile":
                 out = inv.output or Path(src.path).with_suffix(".o").name
             else:
                 out = os.path.join(tmp, f"{i}-{Path(src.path).stem}.o")
-            rc = compile_source(tc, inv, src, out, tmp, instrument, max_depth)
+            rc = compile_source(tc, inv, src, out, tmp, instrument, max_depth, parts)
             if rc:
                 return rc
             objects.append(out)
         if inv.mode == "compile":
             return 0
-        return link(tc, inv, objects, tmp, instrument, max_depth)
+        return link(tc, inv, objects, tmp, instrument, max_depth, parts)
 
 
 def max_loop_depth() -> int:
@@ -142,7 +144,7 @@ def compiler_for(tc: Toolchain, src: Source) -> Compiler:
 
 
 def compile_source(tc: Toolchain, inv: Invocation, src: Source, out: str, tmp: str, instrument: bool,
-                   max_depth: int) -> int:
+                   max_depth: int, parts: dict[str, dict] | None = None) -> int:
     comp = compiler_for(tc, src)
     lang_flags = ["-x", src.explicit_lang] if src.explicit_lang else []
     user = [*tc.extra_compile, *inv.compile_flags, *tc.mpi.compile]
@@ -158,9 +160,10 @@ def compile_source(tc: Toolchain, inv: Invocation, src: Source, out: str, tmp: s
     if rc:
         return rc
     from scalgraph.static import instrument_bitcode
+    backend = backend_for(comp) if src.lang != "fortran" else None
     try:
-        obj, _part = instrument_bitcode(Path(bitcode).read_bytes(), src.path, opt_level=inv.opt_level,
-                                        max_loop_depth=max_depth)
+        obj, part = instrument_bitcode(Path(bitcode).read_bytes(), src.path, opt_level=inv.opt_level,
+                                       max_loop_depth=max_depth, as_bitcode=backend is not None)
     except UserError:
         raise
     except Exception as e:  # our bug must not break the user's build: this file goes without probes
@@ -170,8 +173,36 @@ def compile_source(tc: Toolchain, inv: Invocation, src: Source, out: str, tmp: s
               f"{e}); compiled without probes, its code is charged to its callers (please report it)",
               file=sys.stderr)
         return run([*comp.command, *comp.flags, "-c", *user, *lang_flags, src.path, "-o", out])
+    if backend is not None:
+        obj = code_generation(backend, obj, inv, tmp, src.path)
     write_atomically(out, obj)
+    if parts is not None:
+        parts[out] = part
     return 0
+
+
+# user flags that change the machine code but live on no IR function (the code generator's own)
+CODEGEN_PREFIXES = ("-ffunction-sections", "-fdata-sections", "-fno-function-sections", "-fno-data-sections",
+                    "-mcmodel=", "-fno-plt", "-fno-asynchronous-unwind-tables", "-fasynchronous-unwind-tables")
+
+
+def code_generation(backend: tuple[str, ...], bitcode: bytes, inv: Invocation, tmp: str, source: str) -> bytes:
+    """Machine code for the instrumented bitcode by a clang of llvmlite's LLVM: code generation only
+    (-disable-llvm-optzns: the middle end ran in the first compile), position independent like
+    llvmlite's, at the user's -O level."""
+    fd, bc = tempfile.mkstemp(dir=tmp, suffix=".sg.bc")
+    os.close(fd)
+    obj = bc[:-3] + ".o"
+    Path(bc).write_bytes(bitcode)
+    flags = [f for f in inv.compile_flags if f.startswith(CODEGEN_PREFIXES)]
+    cmd = [*backend, "-c", f"-O{max(0, min(3, inv.opt_level))}", "-fPIC", "-Xclang", "-disable-llvm-optzns",
+           *flags, "-Wno-unused-command-line-argument", bc, "-o", obj]
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    if r.returncode:
+        lines = r.stderr.strip().splitlines()
+        raise UserError(f"{source}: code generation by {backend[0]} "
+                        f"failed ({(lines or ['no message'])[0][:200]}); set SCALGRAPH_CC to another clang")
+    return Path(obj).read_bytes()
 
 
 def split_dependency_flags(flags: list[str]) -> tuple[list[str], list[str]]:
@@ -243,7 +274,7 @@ def static_archives(inv: Invocation) -> list[str]:
 
 
 def link(tc: Toolchain, inv: Invocation, objects: list[str], tmp: str, instrument: bool,
-         max_depth: int) -> int:
+         max_depth: int, made: dict[str, dict] | None = None) -> int:
     exe = inv.output or "a.out"
     items = [objects[x] if isinstance(x, int) else x for x in inv.link_items]
     extra: list[str] = []
@@ -251,9 +282,15 @@ def link(tc: Toolchain, inv: Invocation, objects: list[str], tmp: str, instrumen
     given = [p for p in inv.link_inputs if os.path.isfile(p)] + static_archives(inv)
     if instrument or given:
         from scalgraph.static import link_psg, read_parts_from_files
-        # objects instrumented earlier need the tables and the shim even in a plain link
-        parts = read_parts_from_files((objects if instrument else []) + given)
+        # objects instrumented earlier need the tables and the shim even in a plain link; the
+        # parts of the objects made in this call are at hand (no ELF reading for them)
+        made = made or {}
+        parts = []
+        for path in (objects if instrument else []) + given:
+            parts += [made[path]] if path in made else read_parts_from_files([path])
         if parts:
+            if instrument:
+                program_warnings(parts, exe, PROGRAM_NAMES[tc.lang])
             psg, tables_source = link_psg(parts, max_loop_depth=max_depth)
             extra = [compile_tables(tables_source, tmp), *shim_link_flags(tc)]
         elif instrument:
@@ -279,13 +316,28 @@ def link(tc: Toolchain, inv: Invocation, objects: list[str], tmp: str, instrumen
     return 0
 
 
+def program_warnings(parts: list[dict], exe: str, prog: str) -> None:
+    """Once per link, about the whole program: a file without main or without MPI is normal (a
+    library part, a helper reaching MPI through another file), a program without either is not."""
+    if not any(p.get("has_main") for p in parts):
+        print(f"{prog}: warning: {exe}: no main program among the files built with sgcc/sgcxx/sgfort; "
+              "its PSG has no root (build the file with main with scalgraph too)", file=sys.stderr)
+    elif not any(p.get("has_mpi") for p in parts):
+        print(f"{prog}: warning: {exe}: the program makes no MPI call in the files built with "
+              "sgcc/sgcxx/sgfort; scalgraph will have no communication to analyse", file=sys.stderr)
+    bare = [p.get("source", "?") for p in parts if not p.get("has_debug_info")]
+    if bare:
+        print(f"{prog}: warning: no debug info in {', '.join(bare[:3])}{' ...' if len(bare) > 3 else ''}: "
+              "the PSG has no source lines there (compile them with -g)", file=sys.stderr)
+
+
 def compile_tables(source: str, tmp: str) -> str:
     """The generated tables are plain C: compile them with the C compiler we found."""
     cc = find_compiler("c")
     path = os.path.join(tmp, "sg_psg_tables.c")
     Path(path).write_text(source)
     obj = path[:-2] + ".o"
-    rc = subprocess.run([*cc.command, *cc.flags, "-c", "-O1", "-fPIC", "-I", str(INSTRUMENT_DIR), path,
+    rc = subprocess.run([*cc.command, *cc.flags, "-c", "-O0", "-fPIC", "-I", str(INSTRUMENT_DIR), path,
                          "-o", obj], capture_output=True, text=True)
     if rc.returncode:
         raise UserError(f"compiling the generated PSG tables failed ({rc.stderr.strip()[:300]}); "

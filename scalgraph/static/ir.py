@@ -16,6 +16,8 @@ _LABEL = re.compile(r'^(?P<label>' + _IDENT + r'):(?:\s|$)')
 _DBG = re.compile(r'!dbg !(\d+)')
 _META_DEF = re.compile(r'^!(\d+) = (?:distinct )?(.*)$')
 _TARGET = re.compile(r'label %(' + _IDENT + r')')
+_DECLARED = re.compile(r'@(' + _IDENT + r')\(')
+_ASSIGNED = re.compile(r'%' + _IDENT + r' = ')
 _CALLEE = re.compile(r'([@%]' + _IDENT + r')\(')
 _CALL_KW = re.compile(r'(?:^|=\s|\s)(?:(?:tail|musttail|notail)\s+)?(call|invoke|callbr)\s')
 _FIELD = re.compile(r'(\w+): ("(?:[^"\\]|\\.)*"|[^,()]+)')
@@ -92,7 +94,7 @@ def parse_module_text(text: str) -> Module:
             functions.append(fn)
             continue
         if line.startswith("declare "):
-            m = re.search(r'@(' + _IDENT + r')\(', line)
+            m = _DECLARED.search(line)
             if m:
                 declared.add(unquote(m.group(1)))
         elif line.startswith("!"):
@@ -154,7 +156,7 @@ _LINKAGES = {"private", "internal", "available_externally", "linkonce", "weak", 
 
 def _parse_instr(line_no: int, text: str) -> Instr:
     body = text.strip()
-    rhs = body.split(" = ", 1)[1] if re.match(r'^%' + _IDENT + r' = ', body) else body
+    rhs = body.split(" = ", 1)[1] if _ASSIGNED.match(body) else body
     opcode = rhs.split(None, 1)[0] if rhs else ""
     if opcode in ("tail", "musttail", "notail"):
         opcode = "call"

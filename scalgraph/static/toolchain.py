@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import functools
 import importlib.util
+import json
 import os
 import re
 import shlex
 import shutil
 import subprocess
 import sys
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -33,6 +35,8 @@ WRAPPER_COMPILER_VARS = {"c": ("MPICH_CC", "OMPI_CC"), "c++": ("MPICH_CXX", "OMP
 CLANG_NAMES = {"c": "clang", "c++": "clang++"}
 ZIG_COMMANDS = {"c": "cc", "c++": "c++"}
 FLANG_NAMES = ("flang-new-19", "flang-new", "flang-19", "flang")
+# clang 15 made opaque pointers the default; older ones are not taken unasked (SCALGRAPH_CC takes any)
+MIN_CLANG_MAJOR = 15
 # zig's clang adds UBSan to debug builds unless told not to (shared/notes/toolchain.md)
 ZIG_FLAGS = ["-fno-sanitize=all"]
 
@@ -93,21 +97,113 @@ def find_mpi_wrapper(lang: str) -> str:
                     f"or set {var} to yours")
 
 
-def _clang_major(command: list[str]) -> int | None:
+FACTS_FILE = "toolchain-facts.json"
+
+
+def _facts_path() -> Path:
+    """Beside the shim and the Fortran module (scalgraph/runtime/shim.py's cache directory)."""
+    return Path(os.environ.get("SCALGRAPH_CACHE") or Path.home() / ".cache" / "scalgraph") / FACTS_FILE
+
+
+@functools.lru_cache(maxsize=None)
+def _stored_facts() -> dict:
     try:
-        out = subprocess.run(command + ["--version"], capture_output=True, text=True, timeout=30).stdout
-    except (OSError, subprocess.TimeoutExpired):
+        data = json.loads(_facts_path().read_text())
+        return data if isinstance(data, dict) else {}
+    except (OSError, ValueError):
+        return {}
+
+
+def _remembered(key: str, compute):
+    """compute(), remembered across calls in a small JSON file: make runs sgcc once per file, and
+    asking each clang its version cost a process start every time.  Keys name what the answer
+    depends on (a binary's path, size and mtime), so a changed tool is asked again."""
+    facts = _stored_facts()
+    if key in facts:
+        return facts[key]
+    value = compute()
+    facts[key] = value
+    path = _facts_path()
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".facts-")
+        with os.fdopen(fd, "w") as f:
+            json.dump(dict(list(facts.items())[-200:]), f)
+        os.replace(tmp, path)              # atomic: parallel makes never read half a file
+    except OSError:
+        pass                               # no cache: only slower
+    return value
+
+
+def _binary_key(path: str) -> str | None:
+    try:
+        real = os.path.realpath(path)
+        st = os.stat(real)
+    except OSError:
         return None
-    m = re.search(r"clang version (\d+)", out)
-    return int(m.group(1)) if m else None
+    return f"{real}:{st.st_size}:{st.st_mtime_ns}"
+
+
+def _clang_major(command: list[str]) -> int | None:
+    def ask() -> int | None:
+        try:
+            out = subprocess.run(command + ["--version"], capture_output=True, text=True, timeout=30).stdout
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+        m = re.search(r"clang version (\d+)", out)
+        return int(m.group(1)) if m else None
+    binary = _binary_key(command[0]) if len(command) == 1 else None
+    return _remembered(f"clang-major:{binary}", ask) if binary else ask()
 
 
 def _llvmlite_major() -> int:
-    from llvmlite import binding  # lazy: only auto-discovery of a system clang needs it
-    return binding.llvm_version_info[0]
+    import llvmlite                # the package alone is cheap; its binding loads LLVM (50 ms)
+
+    def ask() -> int:
+        from llvmlite import binding
+        return binding.llvm_version_info[0]
+    return _remembered(f"llvmlite-llvm-major:{llvmlite.__version__}:{os.path.dirname(llvmlite.__file__)}", ask)
+
+
+def system_clang(lang: str) -> str | None:
+    """A clang on PATH whose bitcode llvmlite reads, preferred to zig's: it compiles about 3x faster
+    (zig's clang driver is slow to start and builds its own libc++) and links with the system's C++
+    library, as the plain build does.  Its LLVM major must not be newer than llvmlite's (newer bitcode
+    does not parse) nor older than MIN_CLANG_MAJOR (opaque pointers, what the static pass was tested
+    with); Debian's clang-<N> names first, the newest fitting one, then plain `clang`."""
+    top = _llvmlite_major()
+    names = [f"{CLANG_NAMES[lang]}-{v}" for v in range(top, MIN_CLANG_MAJOR - 1, -1)] + [CLANG_NAMES[lang]]
+    for name in names:
+        path = shutil.which(name)
+        if path and MIN_CLANG_MAJOR <= (_clang_major([path]) or 0) <= top:
+            return path
+    return None
+
+
+@functools.lru_cache(maxsize=None)
+def _find_compiler_cached(lang: str, environment: tuple) -> Compiler:
+    return _find_compiler(lang)
+
+
+def backend_for(compiler: Compiler) -> tuple[str, ...] | None:
+    """A clang that can compile the instrumented bitcode (llvmlite writes its own LLVM version, which
+    only a clang of the same major reads), or None: llvmlite's own code generator does it then.
+    The compiler that made the bitcode if it is such a clang, else clang-<llvmlite major> on PATH."""
+    major = _llvmlite_major()
+    if compiler.origin != "ziglang" and len(compiler.command) == 1 and _clang_major(list(compiler.command)) == major:
+        return compiler.command
+    found = shutil.which(f"clang-{major}")
+    return (found,) if found and _clang_major([found]) == major else None
 
 
 def find_compiler(lang: str) -> Compiler:
+    """The compiler for `lang`, looked up once per process and environment (the link step asks
+    again for the C compiler of the tables object)."""
+    names = (*COMPILER_VARS[lang], *WRAPPER_COMPILER_VARS[lang], "PATH")
+    return _find_compiler_cached(lang, tuple(os.environ.get(n) for n in names))
+
+
+def _find_compiler(lang: str) -> Compiler:
     hit = _env_command(COMPILER_VARS[lang])
     if hit:                                   # the user's choice, taken as is
         return Compiler(tuple(shlex.split(hit[0])), origin=hit[1])
@@ -116,10 +212,8 @@ def find_compiler(lang: str) -> Compiler:
     hit = _env_command(WRAPPER_COMPILER_VARS[lang])
     if hit and _clang_major(shlex.split(hit[0])) is not None:
         return Compiler(tuple(shlex.split(hit[0])), origin=hit[1])
-    clang = shutil.which(CLANG_NAMES[lang])
-    # Only the exact LLVM major is taken unasked: newer bitcode does not parse in llvmlite's LLVM, and
-    # older would but is untested here.  SCALGRAPH_CC takes any clang.
-    if clang and _clang_major([clang]) == _llvmlite_major():
+    clang = system_clang(lang)
+    if clang:
         return Compiler((clang,), origin="PATH")
     if importlib.util.find_spec("ziglang") is not None:
         return Compiler((sys.executable, "-m", "ziglang", ZIG_COMMANDS[lang]), tuple(ZIG_FLAGS),
