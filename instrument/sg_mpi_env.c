@@ -1,6 +1,8 @@
 /* PMPI wrappers: start-up and shut-down (run metadata, clock offsets, writing the file) and
  * communicator creation (each new communicator's group is recorded once, as world ranks). */
+#define _GNU_SOURCE
 #include "sg_mpi_state.h"
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -82,6 +84,29 @@ static uint32_t ranks_on_host(int nranks) {
     return n > 0 ? (uint32_t)n : 0;
 }
 
+/* CPUs the ranks of this host may use together: the union of their affinity masks.  Open MPI binds
+ * each rank to one core when ranks do not outnumber cores, so a rank's own mask (1 CPU) would make
+ * 2 bound ranks on 2 cores look like time-sharing.  Only under Open MPI's launcher (its variable is
+ * set for every rank of the job alike, so all ranks take this collective or none); elsewhere, and
+ * if anything fails, the rank's own mask. */
+static uint32_t host_cores(uint32_t own) {
+    const char *local = getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+    if (local == NULL || atoi(local) <= 1)
+        return own;
+    cpu_set_t mine, all;
+    CPU_ZERO(&mine);
+    if (sched_getaffinity(0, sizeof mine, &mine) != 0)
+        CPU_ZERO(&mine);                       /* still join the collective */
+    MPI_Comm node = MPI_COMM_NULL;
+    if (PMPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node) != MPI_SUCCESS ||
+        node == MPI_COMM_NULL)
+        return own;
+    int rc = PMPI_Allreduce(&mine, &all, (int)sizeof mine, MPI_BYTE, MPI_BOR, node);
+    PMPI_Comm_free(&node);
+    int n = rc == MPI_SUCCESS ? CPU_COUNT(&all) : 0;
+    return n > 0 ? (uint32_t)n : own;
+}
+
 void sg_mpi_after_init(void) {
     int rank = 0, size = 1, len = 0;
     sg_timer_calibrate();
@@ -95,7 +120,7 @@ void sg_mpi_after_init(void) {
     if (nl)
         *nl = 0;
     snprintf(sg_run.mpi_library, sizeof sg_run.mpi_library, "%.255s", version);
-    sg_run.cores = sg_affinity_cores();   /* the launcher may have bound the rank by now */
+    sg_run.cores = host_cores(sg_affinity_cores());   /* the launcher may have bound the rank by now */
     sg_run.ranks_on_host = ranks_on_host(size);
     sg_sampler_report(rank);
     if (size > 1 && sync_rounds(size) > 0)
