@@ -1,12 +1,19 @@
-"""Compile-time cost of the wrapper, measured side by side in one run on the largest C/C++ sample.
+"""What an sgcc build costs against a plain mpicc build, side by side, on two inputs: the largest
+C/C++ sample and a generated MPI program of 20,000 lines of C.
 
-    .venv/bin/python benchmarks/bench_compile.py [--repeat 5] [--sources a.c b.c]
+    .venv/bin/python benchmarks/bench_compile.py [--repeat 5] [--lines 20000] [--sources a.c ...]
+                                                 [--make] [--keep DIR]
 
-Prints the median wall time of three builds of the same sources at -O2, taken in turn so drift hits
-all alike: plain mpicc (the system cc), sgcc with SCALGRAPH_NO_INSTRUMENT=1 (same compiler as sgcc,
-zig's clang: the price of the compiler alone) and sgcc (bitcode, static pass, probes, PSG link, shim
-link); their ratios; and the static pass alone (instrument_bitcode, in process) per 1,000 IR
-instructions.  ScalAna reports 0.28-3.01% compile overhead with a pass inside the compiler.
+Per input, the CPU time (user + system of all child processes: the steadier figure on a shared
+machine) and the wall time of three builds at -O2, taken in turn so that drift hits all alike,
+median of --repeat runs after one warm-up run (caches of the shim, zig, the Fortran module):
+  plain             the venv's mpicc / mpicxx (PyPI MPICH, the system cc / c++ behind it)
+  sg-uninstrumented sgcc with SCALGRAPH_NO_INSTRUMENT=1: the same compiler sgcc uses, nothing else
+  sg                sgcc: bitcode, static pass, probes, object, PSG link, tables, shim, link
+and the ratios sg / plain.  Then where sgcc's own time goes (the static pass in process, per 1,000
+IR instructions).  --make also builds the generated program split into 8 files with make -j1 and
+-j2, plain and sg (wall time: separate compiles must scale with the jobs).
+Every build gets a -D never seen before, so no compiler cache (zig's) answers instead of a compile.
 """
 from __future__ import annotations
 
@@ -25,16 +32,56 @@ ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
 
 
-def largest_sample() -> list[Path]:
+def largest_sample() -> Path:
     candidates = [p for p in (ROOT / "samples").glob("*/*") if p.suffix in (".c", ".cpp")]
     if not candidates:
         sys.exit("bench_compile: no C/C++ sample under samples/; pass --sources")
-    return [max(candidates, key=lambda p: p.stat().st_size)]
+    return max(candidates, key=lambda p: p.stat().st_size)
+
+
+def generate_program(lines: int, files: int = 1) -> list[tuple[str, str]]:
+    """A deterministic MPI program of about `lines` lines of C in `files` files: kernels with loop
+    nests, branches and calls, every fourth reducing over MPI, every fourth exchanging with its
+    neighbours, each calling the one before (so the PSG has deep call chains), main calling the
+    last ones.  (file name, text) pairs; main is in the first file."""
+    per_file = max(40, lines // files)
+    header = ["#include <mpi.h>", "#include <math.h>", "extern double field[4096];"]
+    sources: list[list[str]] = [list(header) for _ in range(files)]
+    k = 0
+    f = 0
+    while sum(len(s) for s in sources) < lines - 40:
+        out = sources[f]
+        out += [f"double kernel_{k}(int n, double a, MPI_Comm comm)", "{", "    double s = 0.0;",
+                "    for (int i = 0; i < n; i++) {",
+                f"        for (int j = 0; j < {8 + k % 5}; j++) {{",
+                f"            double x = field[(i * {k % 7 + 1} + j) & 4095] * a + {k}.0;",
+                "            if (x > 1.0)", f"                s += sqrt(x) * {1 + k % 3};", "            else",
+                "                s -= x * x;", "        }", f"        field[(i + {k}) & 4095] = s * 1e-3;", "    }"]
+        if k % 4 == 0:
+            out += ["    double g = 0.0;", "    MPI_Allreduce(&s, &g, 1, MPI_DOUBLE, MPI_SUM, comm);", "    s = g;"]
+        elif k % 4 == 1:
+            out += ["    int rank, size;", "    MPI_Comm_rank(comm, &rank);", "    MPI_Comm_size(comm, &size);",
+                    "    double r = 0.0;", "    MPI_Sendrecv(&s, 1, MPI_DOUBLE, (rank + 1) % size, 7, &r, 1, MPI_DOUBLE,",
+                    "                 (rank + size - 1) % size, 7, comm, MPI_STATUS_IGNORE);", "    s += r;"]
+        if k:
+            out.insert(len(header), f"double kernel_{k - 1}(int n, double a, MPI_Comm comm);")
+            out += [f"    if (n > {k % 11})", f"        s += kernel_{k - 1}(n / 2, a * 0.5, comm);"]
+        out += ["    return s;", "}", ""]
+        k += 1
+        if len(out) >= per_file and f + 1 < files:
+            f += 1
+    main = ["#include <stdio.h>", "double field[4096];"]
+    main += [f"double kernel_{i}(int n, double a, MPI_Comm comm);" for i in range(max(0, k - 20), k)]
+    main += ["int main(int argc, char **argv)", "{", "    MPI_Init(&argc, &argv);", "    double t = 0.0;",
+             "    for (int it = 0; it < 2; it++) {"]
+    main += [f"        t += kernel_{i}(8, 1.0 + it, MPI_COMM_WORLD);" for i in range(k - 1, max(-1, k - 21), -1)]
+    main += ["    }", '    printf("%g\\n", t);', "    MPI_Finalize();", "    return 0;", "}", ""]
+    sources[0] += main
+    return [(f"gen{i}.c", "\n".join(s) + "\n") for i, s in enumerate(sources)]
 
 
 def timed(cmd: list[str], cwd: str, env: dict) -> tuple[float, float]:
-    """(wall seconds, CPU seconds of the child processes): on a shared machine the CPU time is the
-    steadier figure, the wall time is what a user waits."""
+    """(wall seconds, CPU seconds of the child processes)."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t = time.perf_counter()
     r = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True)
@@ -45,73 +92,108 @@ def timed(cmd: list[str], cwd: str, env: dict) -> tuple[float, float]:
     return elapsed, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
-def static_pass_cost(sources: list[Path], repeat: int) -> tuple[int, float]:
-    """(IR instructions, seconds of instrument_bitcode) summed over the sources, median of runs."""
+def builds(cxx: bool) -> dict[str, tuple[str, dict]]:
+    base = dict(os.environ)
+    base.pop("SCALGRAPH_NO_INSTRUMENT", None)
+    mpicc = str(BIN / ("mpicxx" if cxx else "mpicc"))
+    sgcc = str(BIN / ("sgcxx" if cxx else "sgcc"))
+    return {"plain": (mpicc, base),
+            "sg-uninstrumented": (sgcc, dict(base, SCALGRAPH_NO_INSTRUMENT="1")),
+            "sg": (sgcc, base)}
+
+
+def compare(name: str, sources: list[Path], repeat: int, work: str) -> dict[str, tuple[float, float]]:
+    """Median (wall, cpu) per build of `sources`, printed as one table."""
+    cxx = any(p.suffix == ".cpp" for p in sources)
+    table = builds(cxx)
+    wall: dict[str, list[float]] = {k: [] for k in table}
+    cpu: dict[str, list[float]] = {k: [] for k in table}
+    nonce = f"{os.getpid()}_{time.time_ns()}"
+    for run in range(repeat + 1):                 # run 0 warms the caches
+        for build, (tool, env) in table.items():
+            cmd = [tool, "-O2", f"-DSG_BENCH_RUN={nonce}_{run}", *map(str, sources), "-o", f"{build}.exe", "-lm"]
+            w, c = timed(cmd, work, env)
+            if run:
+                wall[build].append(w)
+                cpu[build].append(c)
+    med = {k: (statistics.median(wall[k]), statistics.median(cpu[k])) for k in table}
+    loc = sum(len(p.read_text().splitlines()) for p in sources)
+    print(f"{name} ({loc} lines, {len(sources)} file{'s' if len(sources) > 1 else ''}), -O2, median of {repeat}")
+    print(f"  {'build':20s} {'wall ms':>9s} {'cpu ms':>9s}")
+    for build, (w, c) in med.items():
+        print(f"  {build:20s} {w * 1000:9.0f} {c * 1000:9.0f}")
+    print(f"  sg / plain: cpu {med['sg'][1] / med['plain'][1]:.2f}x, wall {med['sg'][0] / med['plain'][0]:.2f}x;"
+          f" sg / sg-uninstrumented: cpu {med['sg'][1] / med['sg-uninstrumented'][1]:.2f}x")
+    return med
+
+
+def static_pass_cost(sources: list[Path], work: str) -> None:
+    """The static pass alone, in process: parse, analyse, probe, re-emit (instrument_bitcode)."""
     from llvmlite import binding as llvm
     from scalgraph.static import instrument_bitcode
     from scalgraph.static.toolchain import find_compiler, find_mpi_wrapper, mpi_flags
-    instructions, seconds = 0, 0.0
-    with tempfile.TemporaryDirectory() as tmp:
-        for src in sources:
-            lang = "c++" if src.suffix == ".cpp" else "c"
-            cc, mpi = find_compiler(lang), mpi_flags(find_mpi_wrapper(lang))
-            bc = os.path.join(tmp, src.stem + ".bc")
-            subprocess.run([*cc.command, *cc.flags, "-c", "-emit-llvm", "-g", "-O2", *mpi.compile, str(src),
-                            "-o", bc], check=True)
-            data = Path(bc).read_bytes()
-            module = llvm.parse_bitcode(data)
-            instructions += sum(1 for f in module.functions for b in f.blocks for _ in b.instructions)
-            runs = []
-            for _ in range(repeat):
-                t = time.perf_counter()
-                instrument_bitcode(data, str(src), opt_level=2)
-                runs.append(time.perf_counter() - t)
-            seconds += statistics.median(runs)
-    return instructions, seconds
+    for src in sources:
+        lang = "c++" if src.suffix == ".cpp" else "c"
+        cc, mpi = find_compiler(lang), mpi_flags(find_mpi_wrapper(lang))
+        bc = os.path.join(work, src.stem + ".bc")
+        subprocess.run([*cc.command, *cc.flags, "-c", "-emit-llvm", "-g", "-O2", *mpi.compile, str(src), "-o", bc],
+                       check=True)
+        data = Path(bc).read_bytes()
+        n = sum(1 for f in llvm.parse_bitcode(data).functions for b in f.blocks for _ in b.instructions)
+        t = time.process_time()
+        instrument_bitcode(data, str(src), opt_level=2)
+        secs = time.process_time() - t
+        print(f"  static pass on {src.name}: {secs * 1000:.0f} ms CPU for {n} IR instructions "
+              f"({secs * 1e6 / max(n, 1):.1f} ms per 1,000), bitcode by {cc.origin} {' '.join(cc.command[-1:])}")
+
+
+def make_scaling(lines: int, work: str) -> None:
+    """The generated program in 8 files, built by make -j1 and -j2, plain and sg (wall seconds)."""
+    d = Path(work) / "make"
+    d.mkdir()
+    names = []
+    for name, text in generate_program(lines, files=8):
+        (d / name).write_text(text)
+        names.append(name[:-2])
+    objs = " ".join(f"{n}.o" for n in names)
+    (d / "Makefile").write_text(f"prog: {objs}\n\t$(CC) -O2 -o $@ {objs} -lm\n%.o: %.c\n\t$(CC) -O2 -c $<\n"
+                                "clean:\n\trm -f prog *.o\n")
+    print(f"make: the generated program in {len(names)} files, wall seconds (cpu)")
+    for build, (tool, env) in builds(False).items():
+        if build == "sg-uninstrumented":
+            continue
+        row = []
+        for jobs in (1, 2):
+            subprocess.run(["make", "-s", "clean"], cwd=d, check=True)
+            w, c = timed(["make", "-s", f"-j{jobs}", f"CC={tool}"], str(d), env)
+            row.append(f"-j{jobs} {w:6.2f} s ({c:.2f})")
+        print(f"  {build:6s} " + "   ".join(row))
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--repeat", type=int, default=5)
-    ap.add_argument("--sources", nargs="+", type=Path)
+    ap.add_argument("--lines", type=int, default=20000, help="size of the generated program (0: skip it)")
+    ap.add_argument("--sources", nargs="+", type=Path, help="measure these instead of the largest sample")
+    ap.add_argument("--make", action="store_true", help="also time make -j1/-j2 on the generated program")
+    ap.add_argument("--keep", type=Path, help="build in this directory and keep it")
     args = ap.parse_args()
-    sources = [p.resolve() for p in args.sources] if args.sources else largest_sample()
-    cxx = any(p.suffix == ".cpp" for p in sources)
-    mpicc = str(BIN / ("mpicxx" if cxx else "mpicc"))
-    sgcc = str(BIN / ("sgcxx" if cxx else "sgcc"))
     if not shutil.which("cc"):
         sys.exit("bench_compile: plain mpicc needs a system cc to compare with")
-    srcs = [str(p) for p in sources]
-    base = dict(os.environ)
-    base.pop("SCALGRAPH_NO_INSTRUMENT", None)
-    plain_name = "mpicxx" if cxx else "mpicc"
-    builds = {plain_name: ([mpicc], "plain", base),
-              "sg-uninstrumented": ([sgcc], "plainzig", dict(base, SCALGRAPH_NO_INSTRUMENT="1")),
-              "sg": ([sgcc], "wrapped", base)}
-    wall: dict[str, list[float]] = {k: [] for k in builds}
-    cpu: dict[str, list[float]] = {k: [] for k in builds}
-    nonce = f"{os.getpid()}_{time.time_ns()}"
-    with tempfile.TemporaryDirectory() as tmp:
-        for run in range(args.repeat + 1):        # run 0 warms zig's and the shim's caches
-            for name, (tool, out, env) in builds.items():
-                # a -D never seen before: zig caches objects by command line, a real rebuild is wanted
-                w, c = timed([*tool, "-O2", f"-DSG_BENCH_RUN={nonce}_{run}", *srcs, "-o", out, "-lm"], tmp, env)
-                if run:
-                    wall[name].append(w)
-                    cpu[name].append(c)
-    mw = {k: statistics.median(v) for k, v in wall.items()}
-    mc = {k: statistics.median(v) for k, v in cpu.items()}
-    loc = sum(len(p.read_text().splitlines()) for p in sources)
-    print(f"sources: {', '.join(p.relative_to(ROOT).as_posix() if p.is_relative_to(ROOT) else str(p) for p in sources)}"
-          f" ({loc} lines), -O2, median of {args.repeat}")
-    print(f"  {'build':22s} {'wall ms':>8s} {'cpu ms':>8s}")
-    for name in builds:
-        print(f"  {name:22s} {mw[name] * 1000:8.0f} {mc[name] * 1000:8.0f}")
-    for other in (plain_name, "sg-uninstrumented"):
-        print(f"  ratio sg / {other:18s} wall {mw['sg'] / mw[other]:.2f}x   cpu {mc['sg'] / mc[other]:.2f}x")
-    n, secs = static_pass_cost(sources, args.repeat)
-    print(f"  static pass (instrument_bitcode): {secs * 1000:.0f} ms for {n} IR instructions = "
-          f"{secs * 1000 / max(n, 1) * 1000:.1f} ms per 1,000 instructions")
+    sample = [p.resolve() for p in args.sources] if args.sources else [largest_sample()]
+    with tempfile.TemporaryDirectory(prefix="bench-compile-") as tmp:
+        work = str(args.keep.resolve()) if args.keep else tmp
+        os.makedirs(work, exist_ok=True)
+        name = ", ".join(p.relative_to(ROOT).as_posix() if p.is_relative_to(ROOT) else str(p) for p in sample)
+        compare(name, sample, args.repeat, work)
+        static_pass_cost(sample, work)
+        if args.lines:
+            gen = Path(work) / "generated.c"
+            gen.write_text(generate_program(args.lines)[0][1])
+            compare("generated MPI program", [gen], args.repeat, work)
+            static_pass_cost([gen], work)
+            if args.make:
+                make_scaling(args.lines, work)
     return 0
 
 
