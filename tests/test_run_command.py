@@ -145,7 +145,7 @@ def test_running_again_resumes_only_the_unfinished_runs(fake_app, tmp_path, monk
 
 
 def test_an_interrupted_run_stays_pending_and_is_resumed(fake_app, tmp_path, monkeypatch):
-    import scalgraph.commands.run as run_cmd
+    from scalgraph.io import experiment_write as ew
     exp = tmp_path / "exp"
     real_wait = subprocess.Popen.wait
     state = {"n": 0}
@@ -166,7 +166,7 @@ def test_an_interrupted_run_stays_pending_and_is_resumed(fake_app, tmp_path, mon
     assert runs[(2, 0)]["status"] == "pending" and runs[(3, 0)]["status"] == "pending"
     assert main(["run", "-n", "1,2,3", "-o", str(exp), "--", str(fake_app)]) == 0
     assert all(r["status"] == "ok" for r in runs_by_scale(exp).values())
-    assert run_cmd.ew.OK == "ok"
+    assert ew.OK == "ok"
 
 
 def test_never_overwrites_an_experiment_without_force(fake_app, tmp_path, capsys):

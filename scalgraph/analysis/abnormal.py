@@ -12,10 +12,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from scalgraph.analysis.defaults import DEFAULT_ABNORM_THD
 from scalgraph.model.profile import RunProfile
 from scalgraph.model.psg import MPI, PSG
-
-DEFAULT_ABNORM_THD = 1.3
 
 
 @dataclass

@@ -49,6 +49,7 @@ from scalgraph.analysis.abnormal import (DEFAULT_ABNORM_THD, SAMPLING_SIGMAS, Ab
 from scalgraph.analysis.backtrack import backtrack_all
 from scalgraph.analysis.causes import Cause, compute_start_cause, keep_costliest, path_cause
 from scalgraph.analysis.constructs import Constructs, constructs, contexts
+from scalgraph.analysis.defaults import DEFAULT_MIN_SHARE
 from scalgraph.analysis.evidence_notes import evidence_notes, thin_evidence, typical_samples
 from scalgraph.analysis.merge import cluster_means, cluster_ranks, merge_ranks
 from scalgraph.analysis.mpi_cost import oversubscribed, own_cause_rules, volume_per_rank
@@ -59,7 +60,6 @@ from scalgraph.analysis.whatif import predict_fixed
 from scalgraph.model.profile import DEP_COLL, RunProfile
 from scalgraph.model.psg import MPI, PSG
 
-DEFAULT_MIN_SHARE = 0.05
 STARTUP = frozenset({"MPI_Init", "MPI_Init_thread", "MPI_Finalize"})
 MAX_STARTS = 32           # backtracking starts per kind: enough for any report, bounded cost
 

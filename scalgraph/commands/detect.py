@@ -5,11 +5,8 @@ import pathlib
 import shlex
 import sys
 
-from scalgraph.analysis.abnormal import DEFAULT_ABNORM_THD
-from scalgraph.analysis.detect import DEFAULT_MIN_SHARE, analyse
+from scalgraph.analysis.defaults import DEFAULT_ABNORM_THD, DEFAULT_MIN_SHARE
 from scalgraph.errors import UserError, printable
-from scalgraph.io.experiment import read_experiment
-from scalgraph.io.report import write_json, write_text
 
 EXIT_ONE_SCALE = 3   # report printed, but the scaling half of the analysis could not run
 
@@ -38,6 +35,9 @@ def add_arguments(p) -> None:
 
 
 def run(args) -> int:
+    from scalgraph.analysis.detect import analyse          # numpy, scipy: only when the command runs
+    from scalgraph.io.experiment import read_experiment
+    from scalgraph.io.report import write_json, write_text
     from scalgraph.io.safe_read import finite
     finite(args.abnorm_thd, "--abnorm-thd")
     finite(args.min_share, "--min-share")

@@ -11,8 +11,7 @@ from __future__ import annotations
 import pathlib
 import sys
 
-from scalgraph.analysis.abnormal import DEFAULT_ABNORM_THD
-from scalgraph.analysis.detect import DEFAULT_MIN_SHARE
+from scalgraph.analysis.defaults import DEFAULT_ABNORM_THD, DEFAULT_MIN_SHARE
 from scalgraph.errors import UserError, printable
 
 DEFAULT_OUTPUT = "report.html"

@@ -20,7 +20,6 @@ import sys
 import time
 
 from scalgraph.errors import UserError, printable
-from scalgraph.io import experiment_write as ew
 from scalgraph.io.safe_read import check_regular, contained, read_regular
 from scalgraph.io.safe_write import write_atomic
 
@@ -176,6 +175,7 @@ def default_name(program: str) -> str:
 
 def open_experiment(exp: pathlib.Path, command, scales, repeat, psg, launcher, args) -> dict:
     """A new experiment, or the existing one to resume.  Never replaces one without --force."""
+    from scalgraph.io import experiment_write as ew   # reads numpy: only when the command runs
     if exp.exists() and not exp.is_dir():
         raise UserError(f"{exp} is a file; choose another -o directory")
     is_experiment = (exp / "experiment.json").exists()
@@ -231,6 +231,7 @@ def make_directory(exp: pathlib.Path) -> None:
 
 def run_all(exp: pathlib.Path, desc: dict, command, launcher, args, scales: list[int]) -> int:
     """Run what is asked for (-n, --repeat) and not done yet; runs of other scales stay as they are."""
+    from scalgraph.io import experiment_write as ew
     wanted = [r for r in desc["runs"] if int(r["scale"]) in scales and int(r["rep"]) < args.repeat]
     todo = [r for r in wanted if r["status"] != ew.OK]
     note_oversubscription(todo, launcher)
@@ -270,6 +271,7 @@ def note_oversubscription(todo: list[dict], launcher) -> None:
 
 
 def progress(done: int, total: int, entry: dict, state: str) -> None:
+    from scalgraph.io import experiment_write as ew
     width = 20
     filled = width * done // max(total, 1)
     tail = f" {entry['wall_time']:.2f} s" if state != "running" else ""
@@ -281,6 +283,7 @@ def progress(done: int, total: int, entry: dict, state: str) -> None:
 
 def run_one(exp: pathlib.Path, entry: dict, command, launcher, args) -> None:
     """Run one scale/repetition; fill in status, exit code, wall time (and error) in `entry`."""
+    from scalgraph.io import experiment_write as ew
     p = int(entry["scale"])
     out_dir = contained(exp, entry["dir"], f"{exp}/experiment.json")
     clear_run_dir(out_dir)
@@ -332,6 +335,7 @@ TRACE_FILE = "trace.sgtrace"
 
 def convert_trace(out_dir: pathlib.Path, entry: dict) -> None:
     """The ranks' raw traces (rank-*.sgt) -> one checked trace file beside the profiles."""
+    from scalgraph.io import experiment_write as ew
     from scalgraph.io.trace_shim import convert_shim_trace
     try:
         trace = convert_shim_trace(out_dir, out_dir / TRACE_FILE)   # removes the raw files: one copy
