@@ -45,6 +45,18 @@ def test_forked_function_reads_the_third_argument(line, want):
     assert forked_function(one_instruction(line)) == want
 
 
+@pytest.mark.parametrize("name, want", [
+    ("main.omp_outlined_debug__", "main"),      # clang >= 19: the body, inlined into main.omp_outlined
+    ("main.omp_outlined", "main"),
+    ("region.omp_outlined_debug__.1", "region"),  # a second region in the same function
+    (".omp_outlined.", ".omp_outlined."),        # older clangs say nothing about the function
+    ("work", "work"),
+])
+def test_source_function_of_outlined_bodies(name, want):
+    from scalgraph.static.openmp import source_function
+    assert source_function(name) == want
+
+
 PROGRAM = r"""
 #include <mpi.h>
 #include <stdio.h>

@@ -16,6 +16,8 @@ from scalgraph.static.ir import Instr, unquote
 # runtime entry points whose third argument is the outlined function they run on a new team
 FORK_CALLS = frozenset({"__kmpc_fork_call", "__kmpc_fork_call_if", "__kmpc_fork_teams"})
 _GLOBAL = re.compile(r'@((?:[-\w.$]+|"[^"]*"))\s*$')
+# outlined region names: clang's <fn>.omp_outlined[_debug__][.N] (older: .omp_outlined.), flang's <fn>..omp_par[.N]
+_OUTLINED_NAME = re.compile(r'^(.*?)(?:\.omp_outlined|\.\.omp_par)')
 
 
 def forked_function(ins: Instr) -> str | None:
@@ -27,6 +29,13 @@ def forked_function(ins: Instr) -> str | None:
         return None
     m = _GLOBAL.search(args[2].strip())
     return unquote(m.group(1)) if m else None
+
+
+def source_function(name: str) -> str:
+    """The source function a region body's code belongs to: `main` for clang's `main.omp_outlined_debug__`
+    (the outlined body's debug name, into which the region's code is inlined), unchanged otherwise."""
+    m = _OUTLINED_NAME.match(name or "")
+    return m.group(1) if m and m.group(1) else name
 
 
 def _arguments(text: str, callee: str) -> list[str]:

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from scalgraph.model.psg import BRANCH, CALL, COMP, FUNCTION, INDIRECT, KINDS, LOOP, MPI
 from scalgraph.static import cfg
 from scalgraph.static.ir import FREE, TERMINATORS, DebugInfo, Function, Instr
-from scalgraph.static.openmp import forked_function
+from scalgraph.static.openmp import forked_function, source_function
 from scalgraph.static.walk import run
 
 TRIVIAL_COMP = 3     # a run of at most this many plain instructions next to a structure is not a vertex
@@ -345,7 +345,7 @@ def attach_lines(verts: list[dict], instr_local: dict[tuple[int, int], int], fn:
         a, z = span.get(file, (0, 0))
         v["file"], v["first"], v["last"] = file, a, z
         if i > 0 and level[i] > 0 and where >= 0:   # code inlined from another function: say which
-            name = dbg.function_of(where)
+            name = source_function(dbg.function_of(where))   # an OpenMP region's body: its function
             if name:
                 v["function"] = name
 
