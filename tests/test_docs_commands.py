@@ -264,16 +264,31 @@ def test_scalgraph_options_exist(page):
     assert not wrong, f"{rel(page)}: {sorted(set(wrong))}"
 
 
+def untracked(paths: list[pathlib.Path]) -> set[pathlib.Path]:
+    """Those of `paths` git does not track (a file only in this work tree is missing in a fresh clone);
+    nothing when this is not a git work tree."""
+    if not paths or not (ROOT / ".git").exists() or shutil.which("git") is None:
+        return set()
+    res = subprocess.run(["git", "ls-files", "--", *map(str, paths)], cwd=ROOT, capture_output=True, text=True)
+    if res.returncode != 0:
+        return set()
+    tracked = {(ROOT / line).resolve() for line in res.stdout.splitlines()}
+    return {p for p in paths if p.is_file() and p not in tracked}
+
+
 @pytest.mark.parametrize("page", CHECKED, ids=rel)
 def test_relative_links_resolve(page):
     text = re.sub(r"```.*?```", "", page.read_text(), flags=re.S)
-    broken = []
+    broken, targets = [], {}
     for target in re.findall(r"\]\(([^)\s]+)\)", text):
         if re.match(r"^[a-z]+:", target) or target.startswith("#"):
             continue
         path = (page.parent / target.split("#", 1)[0]).resolve()
         if not path.exists():
             broken.append(target)
+        else:
+            targets[path] = target
+    broken += [f"{targets[p]} (not in git)" for p in untracked(list(targets))]
     assert not broken, f"{rel(page)} links to missing files: {broken}"
 
 
