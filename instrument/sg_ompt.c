@@ -15,7 +15,8 @@
  *    between MPI calls is the CPU of all its threads, as its samples are.  (With several threads
  *    calling MPI, it goes to whichever calls first.)
  *
- * SCALGRAPH_OMPT=0 declines the tool (libomp then runs without OMPT). */
+ * SCALGRAPH_OMPT=0 declines the tool (libomp then runs without OMPT), and so does a set OMP_TOOL_LIBRARIES:
+ * the user's own tool then gets the runtime, as it would without scalgraph (one tool per program). */
 #include "sg_internal.h"
 #include "sg_ompt.h"
 #include <stdlib.h>
@@ -119,6 +120,10 @@ ompt_start_tool_result_t *ompt_start_tool(unsigned int omp_version, const char *
     static ompt_start_tool_result_t result = {ompt_initialize, ompt_finalize, {0}};
     const char *off = getenv("SCALGRAPH_OMPT");
     if (off != NULL && strcmp(off, "0") == 0)
+        return NULL;
+    /* the user named a tool of their own: yielding (NULL) lets the runtime load it, as it would without us */
+    const char *theirs = getenv("OMP_TOOL_LIBRARIES");
+    if (theirs != NULL && *theirs != 0)
         return NULL;
     return &result;
 }

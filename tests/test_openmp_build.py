@@ -273,3 +273,17 @@ def test_sgfort_parallel_do_is_under_its_fork(hybrid):
     run = subprocess.run([venv_tool("mpiexec"), "-n", "2", "./hf"], cwd=hybrid, env=env, capture_output=True,
                          text=True, timeout=300)
     assert run.returncode == 0 and run.stdout.split() == [str(2 * sum((i * 7) % 13 for i in range(1, 1000001)))]
+
+
+@pytest.mark.parametrize("env, ours", [({}, True), ({"SCALGRAPH_OMPT": "0"}, False),
+                                       ({"OMP_TOOL_LIBRARIES": "/nonexistent/libmytool.so"}, False)])
+def test_the_shim_is_the_tool_unless_declined_or_the_user_names_one(hybrid, env, ours):
+    """libomp asks the program's ompt_start_tool first; ours yields to a tool the user names, so the
+    runtime goes on to OMP_TOOL_LIBRARIES as it would without scalgraph."""
+    run_env = {**os.environ, "OMP_NUM_THREADS": "2", "OMP_WAIT_POLICY": "passive", "OMP_TOOL_VERBOSE_INIT": "stdout",
+               "SCALGRAPH_OUT": str(hybrid / "prof-tool"), **env}
+    res = subprocess.run([venv_tool("mpiexec"), "-n", "1", "./hybrid"], cwd=hybrid, env=run_env, capture_output=True,
+                         text=True, timeout=300)
+    assert res.returncode == 0, res.stderr
+    assert ("Search for OMP tool in current address space... Success" in res.stdout) == ours, res.stdout
+    assert ("OMP_TOOL_LIBRARIES = /nonexistent/libmytool.so" in res.stdout) == ("OMP_TOOL_LIBRARIES" in env)
