@@ -12,7 +12,6 @@
  * usage: OMP_NUM_THREADS=2 mpiexec -n 4 hybrid_master [iterations]
  */
 #include <mpi.h>
-#include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 
