@@ -45,6 +45,14 @@ def read_block(path: str, comm) -> tuple[tm.Trace, np.ndarray, np.ndarray]:
     return trace, counts, bounds
 
 
+def _counts_read(comm, trace: tm.Trace, bounds: np.ndarray) -> np.ndarray:
+    """Events per rank as the processes read them: the serial engine's numbering (a definition's
+    record count can include records that reading drops, e.g. program begin/end)."""
+    me = comm.Get_rank()
+    own = [len(trace.events[r]) for r in range(int(bounds[me]), int(bounds[me + 1]))]
+    return np.array([n for part in comm.allgather(own) for n in part], np.int64)
+
+
 def _interpolate_offsets(trace: tm.Trace) -> None:
     """The measured clock offsets are per rank, so their linear interpolation (the first step of the
     serial clock correction) applies to each block alone; the controlled logical clock does not."""
@@ -110,6 +118,7 @@ def replay(comm, path: str, top: int = 10, source: str = "", min_share: float = 
     PHASE_SECONDS.clear()
     _phase("")
     trace, counts, bounds = _agree(comm, read_block, path, comm)
+    counts = _counts_read(comm, trace, bounds)
     if len(counts) == 0:
         raise UserError("the trace has no locations; nothing to analyse")
     # more analysis processes than ranks: the surplus ones (always the last) sit this one out
