@@ -21,14 +21,16 @@ COMMANDS = {
 }
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The whole parser; with `only`, the arguments of that one command alone (the others keep their
+    one-line help), so a call imports one command module, not all of them."""
     p = argparse.ArgumentParser(prog="scalgraph", description="Find the source lines that make an MPI program "
                                 "stop scaling, and why. Build with sgcc/sgcxx/sgfort, then: scalgraph run -n 2,4,8 -- "
                                 "./app; scalgraph detect EXPERIMENT.")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
     for name, help_text in COMMANDS.items():
         sp = sub.add_parser(name, help=help_text, description=help_text)
-        mod = _command_module(name)
+        mod = _command_module(name) if only is None or name == only else None
         if mod is not None:
             mod.add_arguments(sp)
     return p
@@ -44,7 +46,9 @@ def _command_module(name: str):
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else argv
+    named = argv[0] if argv and argv[0] in COMMANDS else ""    # "": `scalgraph --help` needs no command's arguments
+    parser = build_parser(only=named)
     args = parser.parse_args(argv)
     if not args.command:
         parser.print_help()

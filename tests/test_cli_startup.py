@@ -38,6 +38,16 @@ def test_help_of_every_command_loads_no_heavy_library():
         assert not loaded & set(HEAVY), f"scalgraph {name} --help imported {sorted(loaded & set(HEAVY))}"
 
 
+def test_a_call_imports_only_the_command_it_names():
+    code = ("import contextlib, io, sys, scalgraph.cli as cli\n"
+            "with contextlib.redirect_stdout(io.StringIO()):\n"
+            "    try: cli.main(['trace', '--help'])\n"
+            "    except SystemExit as e: assert e.code == 0, e.code\n"
+            "print(sorted(m for m in sys.modules if m.startswith('scalgraph.commands.')))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "['scalgraph.commands.trace']", out
+
+
 def test_help_shows_the_analysis_defaults(capsys):
     """The defaults --help prints come from scalgraph/analysis/defaults.py; the analysis must use the same."""
     import inspect
