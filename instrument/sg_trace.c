@@ -93,6 +93,45 @@ static int filtered(uint32_t v) {
     return lo < nfilter_ && filter_[lo] == v;
 }
 
+/* Throttling, as TAU does it (TAU_THROTTLE): a function entered more than throttle_calls_ times for
+ * less than throttle_ns_ each on average is not traced from then on; its time goes to its caller's
+ * region, as with a filter.  A C++ code calls small functions tens of millions of times (Quicksilver:
+ * ~50 M events per rank in 20 s), which no trace needs and no disk holds; the MPI events, the samples
+ * and every function above the threshold stay.  SCALGRAPH_TRACE_THROTTLE=CALLS,MICROSECONDS sets it;
+ * 0 records everything. */
+enum { THROTTLE_SLOTS = 1 << 14, THROTTLE_DEPTH = 512 };
+struct throttle { uint32_t vertex, off; uint64_t calls, ns; };
+static struct throttle throttle_[THROTTLE_SLOTS];      /* open addressing on vertex + 1 (0 = free) */
+static uint64_t throttle_calls_ = 100000, throttle_ns_ = 10000;
+static uint32_t nthrottled_;
+static uint64_t open_enter_[THROTTLE_DEPTH];
+static struct throttle *open_slot_[THROTTLE_DEPTH];
+static uint8_t open_written_[THROTTLE_DEPTH];
+static uint32_t depth_;
+
+static struct throttle *throttle_slot(uint32_t vertex) {
+    uint32_t h = (vertex * 2654435761u) & (THROTTLE_SLOTS - 1);
+    for (uint32_t i = 0; i < 64; i++, h = (h + 1) & (THROTTLE_SLOTS - 1)) {
+        if (throttle_[h].vertex == vertex + 1)
+            return &throttle_[h];
+        if (throttle_[h].vertex == 0) {
+            throttle_[h].vertex = vertex + 1;
+            return &throttle_[h];
+        }
+    }
+    return NULL;   /* table crowded: this vertex is never throttled */
+}
+
+static void read_throttle(const char *spec) {
+    unsigned long long calls = 0;
+    double us = 0.0;
+    int n = sscanf(spec, "%llu,%lf", &calls, &us);
+    if (n >= 1)
+        throttle_calls_ = calls;
+    if (n == 2 && us >= 0.0)
+        throttle_ns_ = (uint64_t)(us * 1000.0);
+}
+
 #ifndef SG_NO_AUTOSTART
 __attribute__((constructor)) static void sg_trace_start(void) {
     const char *on = getenv("SCALGRAPH_TRACE");
@@ -102,6 +141,9 @@ __attribute__((constructor)) static void sg_trace_start(void) {
     const char *filter = getenv("SCALGRAPH_TRACE_FILTER");
     if (filter && *filter)
         read_filter(filter);
+    const char *throttle = getenv("SCALGRAPH_TRACE_THROTTLE");
+    if (throttle && *throttle)
+        read_throttle(throttle);
     sg_trace_on = 1;
 }
 #endif
@@ -301,14 +343,57 @@ void sg_trace_sample(const struct sg_thread *t, uint32_t vertex) {
 void sg_trace_function(struct sg_thread *t, int kind, uint32_t vertex) {
     if (t != traced_ || (nfilter_ && filtered(vertex)))
         return;
-    put(kind, sg_now_ns(), -1, vertex, -1, 0, -1, 0, -1);
+    uint64_t now = sg_now_ns();
+    if (throttle_calls_ == 0) {
+        put(kind, now, -1, vertex, -1, 0, -1, 0, -1);
+        return;
+    }
+    if (kind == SG_TEV_ENTER) {
+        uint32_t d = depth_++;
+        if (d >= THROTTLE_DEPTH) {            /* too deep to follow: always recorded */
+            put(kind, now, -1, vertex, -1, 0, -1, 0, -1);
+            return;
+        }
+        struct throttle *slot = throttle_slot(vertex);
+        open_enter_[d] = now;
+        open_slot_[d] = slot;
+        open_written_[d] = slot == NULL || !slot->off;
+        if (open_written_[d])
+            put(kind, now, -1, vertex, -1, 0, -1, 0, -1);
+        return;
+    }
+    if (depth_ == 0) {                        /* an EXIT without its ENTER: keep it as it is */
+        put(kind, now, -1, vertex, -1, 0, -1, 0, -1);
+        return;
+    }
+    uint32_t d = --depth_;
+    if (d >= THROTTLE_DEPTH) {
+        put(kind, now, -1, vertex, -1, 0, -1, 0, -1);
+        return;
+    }
+    struct throttle *slot = open_slot_[d];
+    if (slot != NULL && !slot->off) {
+        slot->calls++;
+        slot->ns += now - open_enter_[d];
+        if (slot->calls >= throttle_calls_ && slot->ns < slot->calls * throttle_ns_) {
+            slot->off = 1;
+            nthrottled_++;
+        }
+    }
+    if (open_written_[d])
+        put(kind, now, -1, vertex, -1, 0, -1, 0, -1);
 }
+
 
 static void close_file(void) {
     if (!sg_trace_on || closed_ || sg_run.pid != (int)getpid())
         return;
     flush();
     closed_ = 1;
+    if (nthrottled_ > 0 && sg_run.rank == 0)
+        fprintf(stderr, "scalgraph: trace: %u functions called over %llu times for under %.3g us each were traced "
+                "only until then, as TAU throttles (SCALGRAPH_TRACE_THROTTLE=0 traces every call)\n", nthrottled_,
+                (unsigned long long)throttle_calls_, (double)throttle_ns_ / 1000.0);
     if (fd_ < 0)
         return;
     write_all(names_, sizeof names_[0] * nnames_);
