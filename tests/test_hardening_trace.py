@@ -318,3 +318,26 @@ def test_parallel_block_reader_refuses_wrapped_counts(work):
     name = _c(lambda c: c + np.uint64(2 ** 63))(work)
     with pytest.raises(UserError, match="claims"):
         tb.read_binary_ranks(work / name, 0, 1)
+
+
+@pytest.mark.parametrize("reader", ["raw rank file", "trace filter"])
+def test_fifo_given_to_the_run_side_trace_readers_is_refused_not_opened(work, reader):
+    """`scalgraph run --trace` reads the shim's rank-R.sgt files and --trace-filter's file: a FIFO
+    planted there is refused at once (opening it would block for ever)."""
+    import signal
+    from scalgraph.errors import UserError
+    from scalgraph.io.trace_filter import resolve_filter
+    from scalgraph.io.trace_shim import read_raw_rank
+    from test_hardening_corpus import Hang, _alarm
+    fifo = work / "rank-0.sgt"
+    os.mkfifo(fifo)
+    old = signal.signal(signal.SIGALRM, _alarm)
+    signal.alarm(10)
+    try:
+        with pytest.raises(UserError, match="FIFO"):
+            read_raw_rank(fifo) if reader == "raw rank file" else resolve_filter(fifo, None)
+    except Hang:
+        pytest.fail(f"the {reader} reader blocked on a FIFO")
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)

@@ -17,10 +17,12 @@ from scalgraph.model.psg import PSG
 
 def resolve_filter(path: str | pathlib.Path, psg: PSG) -> list[int]:
     p = pathlib.Path(path)
-    try:
-        lines = p.read_text().splitlines()
-    except (OSError, UnicodeDecodeError) as e:
-        raise UserError(f"cannot read trace filter {p} ({getattr(e, 'strerror', None) or e})") from None
+    from scalgraph.io.safe_read import read_regular
+    try:     # read_regular: a FIFO or device is refused, never opened to block
+        lines = read_regular(p, "trace filter", 64 << 20).decode().splitlines()
+    except UnicodeDecodeError:
+        raise UserError(f"cannot read trace filter {p}: not UTF-8 text; give a text file of vertex ids, "
+                        f"function names or kind@file:line entries") from None
     ids: set[int] = set()
     for number, raw in enumerate(lines, 1):
         entry = raw.split("#", 1)[0].strip()

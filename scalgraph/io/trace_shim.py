@@ -46,10 +46,8 @@ def has_shim_trace(run_dir: str | pathlib.Path) -> bool:
 def read_raw_rank(path: pathlib.Path) -> dict:
     """One rank-<r>.sgt file -> header fields, decoded events, MPI routine names, samples and the
     unsuccessful polls per call site; UserError if damaged."""
-    try:
-        data = path.read_bytes()
-    except OSError as e:
-        raise UserError(f"cannot read trace {path}: {e.strerror}") from None
+    from scalgraph.io.safe_read import read_regular
+    data = read_regular(path, "raw trace")     # a FIFO or device is refused, never opened to block
     if len(data) < HEADER_DTYPE.itemsize + TRAILER_DTYPE.itemsize or data[:8] != MAGIC:
         raise UserError(f"{path} is not a scalgraph raw trace (wrong magic or too short); rerun with --trace")
     h = np.frombuffer(data, HEADER_DTYPE, count=1)[0]
