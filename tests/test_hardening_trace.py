@@ -341,3 +341,23 @@ def test_fifo_given_to_the_run_side_trace_readers_is_refused_not_opened(work, re
     finally:
         signal.alarm(0)
         signal.signal(signal.SIGALRM, old)
+
+
+def test_parallel_replay_refuses_a_bad_block_in_one_line(work):
+    """--parallel 2: the absurd time lies in rank 1, which only the second analysis process reads
+    (its block checks, validate.check_ranks); every process stops, one line reaches the user."""
+    import subprocess
+    import sys
+    from conftest import require_tool
+    from test_trace_parallel import have_mpi
+    require_tool(have_mpi(), "mpi4py and mpiexec are not installed")
+    events = _binary_events(work, lambda ev: None)
+    events[1]["time"][-1] = 1.7e308
+    name = _forge_binary(work, "f.sgt", events=events)
+    before = snapshot(work)
+    p = subprocess.run([sys.executable, "-m", "scalgraph.cli", "trace", "--parallel", "2", name], cwd=work,
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode != 0 and p.stdout == ""
+    assert p.stderr.count("\n") == 1 and "Traceback" not in p.stderr, p.stderr
+    assert "rank 1" in p.stderr and "beyond" in p.stderr, p.stderr
+    assert snapshot(work) == before
