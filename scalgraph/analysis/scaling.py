@@ -37,7 +37,7 @@ from fractions import Fraction
 from functools import lru_cache
 
 import numpy as np
-from scipy import stats
+from scipy import special   # the quantiles below; scipy.stats costs seconds to import
 
 _POSITIVE = ("1/4", "1/3", "1/2", "2/3", "3/4", "1", "5/4", "4/3", "3/2", "5/3", "7/4", "2")
 _NEGATIVE = ("1/4", "1/2", "1")        # strong scaling: time falls with p (issue 10's set)
@@ -189,13 +189,13 @@ def _critical(dof: int, known: bool) -> float:
     test with SHAPE_DOF degrees of freedom, chi^2 with known noise, F with the noise estimated from
     `dof` residual degrees of freedom."""
     if known:
-        return float(stats.chi2.ppf(1 - SIGNIFICANCE, SHAPE_DOF))
-    return SHAPE_DOF * float(stats.f.ppf(1 - SIGNIFICANCE, SHAPE_DOF, dof))
+        return float(special.chdtri(SHAPE_DOF, SIGNIFICANCE))
+    return SHAPE_DOF * float(special.fdtri(SHAPE_DOF, dof, 1 - SIGNIFICANCE))
 
 
 @lru_cache(maxsize=64)
 def _t(dof: int) -> float:
-    return float(stats.t.ppf(0.975, dof)) if dof > 0 else np.inf
+    return float(special.stdtrit(dof, 0.975)) if dof > 0 else np.inf
 
 
 def _noise(y: np.ndarray, valid: np.ndarray, reps: np.ndarray | None, se: np.ndarray | None):
@@ -400,7 +400,7 @@ def _pooled_noise(own: np.ndarray, dof: np.ndarray, rows: np.ndarray) -> float:
     if rows.sum() < POOL_MIN:
         return 0.0
     d = int(np.median(dof[rows]))
-    return float(np.median(own[rows]) / (stats.chi2.median(max(d, 1)) / max(d, 1)))
+    return float(np.median(own[rows]) / (special.chdtri(max(d, 1), 0.5) / max(d, 1)))
 
 
 def _first_min(a: np.ndarray) -> np.ndarray:
