@@ -25,7 +25,7 @@ def reference(succs: list[list[int]], start: int) -> dict[int, int]:
     return idom
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(graphs())
 def test_same_dominator_tree_as_networkx(succs):
     assert immediate_dominators(succs, 0) == reference(succs, 0)
