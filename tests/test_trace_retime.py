@@ -95,3 +95,25 @@ def test_a_waitall_completes_when_its_latest_message_was_sent():
     fwd, cp = context(b)
     res = retime(fwd.ctx, [cp["main/solve"]], shrink_fractions(fwd.ctx, fwd.excl_time, [cp["main/solve"]]))
     assert end_times(fwd.ctx, res.time)[1] == pytest.approx(0.2)
+
+
+def test_two_verdict_lines_of_one_loop_nest_are_fixed_together():
+    """zeusmp: the boundary loop is a LOOP at lines 29-31 on the last rank and a COMP at 30-31 on rank 0
+    (two inlined copies); each verdict line's what-if fixes both, so both ranks are shortened."""
+    b = Builder(4)
+    for r, (name, w) in enumerate((("bval_comp", 2.0), ("interior", 0.5), ("interior", 0.5), ("bval_loop", 2.0))):
+        b.enter(r, 0, "main").work(r, 0, w, name).coll(r, w, 2.1, "MPI_Allreduce").exit(r, 2.1, "main")
+    trace = b.build()
+    vertex = {"bval_loop": 13, "bval_comp": 15, "interior": 20}
+    for reg in trace.regions:
+        reg.vertex = vertex.get(reg.name, -1)
+    fwd = forward_replay(build_context(trace))
+    spans = {13: ("zeusmp.c", 29, 31), 15: ("zeusmp.c", 30, 31), 20: ("zeusmp.c", 40, 41)}
+    causes = [{"callpaths": ["main/bval_loop"], "vertex": 13}, {"callpaths": ["main/bval_comp"], "vertex": 15}]
+    from scalgraph.trace.retime import add_whatif
+    add_whatif(causes, fwd, spans)
+    # both boundary ranks (0 and 3) lose their 2.0 (down to the lower median, 0): the Allreduce ends at
+    # the interior ranks' entry, 0.5, + 0.1
+    assert [c["whatif"]["fixed_run_length"] for c in causes] == pytest.approx([0.6, 0.6])
+    add_whatif(causes, fwd, None)               # without the PSG each line fixes only its own rank
+    assert [c["whatif"]["fixed_run_length"] for c in causes] == pytest.approx([2.1, 2.1])

@@ -196,10 +196,24 @@ def add_whatif(root_causes: list[dict], fwd, spans: dict | None = None) -> None:
     """Give each verdict cause (trace/verdict.py entries, `callpaths` by name) its trace-mode what-if."""
     from scalgraph.trace.matching import callpath_names
     ids = {n: i for i, n in enumerate(callpath_names(fwd.ctx.nest, fwd.ctx.trace.regions))}
-    for cause in root_causes:
-        cps = [ids[n] for n in cause.get("callpaths", []) if n in ids]
+    own = [[ids[n] for n in cause.get("callpaths", []) if n in ids] for cause in root_causes]
+    for i, cause in enumerate(root_causes):
+        cps = list(own[i])
+        for j, other in enumerate(root_causes):      # another verdict line for the same loop nest
+            if j != i and _nested_either_way(cause, other, spans):
+                cps += own[j]
         if cps:
             cause["whatif"] = whatif_for_callpaths(fwd.ctx, fwd.excl_time, fixed_callpaths(fwd.ctx, cps, spans))
+
+
+def _nested_either_way(a: dict, b: dict, spans: dict | None) -> bool:
+    """Two verdict causes whose source lines nest (an inlined copy of one loop nest can be a LOOP at
+    29-31 on one rank and a COMP at 30-31 on another): fixing the code fixes both."""
+    if not spans or a.get("vertex") not in spans or b.get("vertex") not in spans:
+        return False
+    fa, la, ha = spans[a["vertex"]]
+    fb, lb, hb = spans[b["vertex"]]
+    return fa == fb and ((la <= lb and hb <= ha) or (lb <= la and ha <= hb))
 
 
 def whatif_line(cause: dict) -> str:
