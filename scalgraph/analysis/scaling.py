@@ -25,7 +25,7 @@ a small hypothesis set.  We search the same form, and choose differently (docs/s
 Everything is vectorised over vertices: `y` is [vertices x scales]; each hypothesis costs a few
 [V x n] array operations, so thousands of vertices take milliseconds.
 
-Scaling loss (our definition, stated in the README): for per-rank time T(p) measured at scales
+Scaling loss (our definition, stated in docs/how-detection-works.md): for per-rank time T(p) measured at scales
 p0 < ... < pn, the ideal strong-scaling share at p is T(p0) * p0 / p (the same total work spread
 over more ranks); the loss at p is max(0, T(p) - T(p0) * p0 / p) seconds.  With `weak=True` the
 ideal is T(p0) itself (constant work per rank).

@@ -71,7 +71,7 @@ def oversubscription_env(flavour: str) -> dict:
     """More ranks than cores: MPICH's waiting ranks busy-poll and take the cores from the ranks that
     compute (toolchain.md), which buries the cause under scheduling noise.  Throttled polling
     (usleep between idle polls) ran 8 ranks of samples/cg on 2 cores in 1.28 s instead of 2.00 s
-    (README, "Running experiments").  The variable exists in MPICH's ch4 device (PyPI's MPICH 4.1+);
+    (docs/user-guide/run.md).  The variable exists in MPICH's ch4 device (PyPI's MPICH 4.1+);
     the ch3 device (Debian's MPICH 4.0) ignores it and already sched_yield()s every
     MPIR_CVAR_POLLS_BEFORE_YIELD polls.  Open MPI yields when asked to."""
     if flavour == OPENMPI:

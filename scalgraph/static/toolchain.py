@@ -3,8 +3,8 @@
 Two things are needed per language: the user's MPI compiler wrapper (mpicc/mpicxx/mpifort), only
 for the include and link flags of its MPI (`-show` for MPICH, `--showme` for Open MPI), and a
 compiler that emits LLVM bitcode with debug info (clang, zig's clang, flang).  Both come from the
-environment first, so users keep their own MPI and compilers; the order is documented in the
-README (section "Using your own MPI and compilers").
+environment first, so users keep their own MPI and compilers; the order is documented in
+docs/user-guide/compile.md and docs/mpi-and-builds.md.
 """
 from __future__ import annotations
 
