@@ -254,7 +254,8 @@ def run_all(exp: pathlib.Path, desc: dict, command, launcher, args, scales: list
     from scalgraph.io.profile_file import fallback_note
     if note := fallback_note(exp / r["dir"] for r in wanted):
         print(f"scalgraph run: note: {note}", file=sys.stderr)
-    print(f"scalgraph run: {total} runs ok in {exp}; next: scalgraph detect {exp}", file=sys.stderr)
+    print(f"scalgraph run: {total} run{'' if total == 1 else 's'} ok in {exp}; next: scalgraph detect {exp}",
+          file=sys.stderr)
     return 0
 
 
