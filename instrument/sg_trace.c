@@ -96,13 +96,14 @@ static int filtered(uint32_t v) {
 /* Throttling, as TAU does it (TAU_THROTTLE): a function entered more than throttle_calls_ times for
  * less than throttle_ns_ each on average is not traced from then on; its time goes to its caller's
  * region, as with a filter.  A C++ code calls small functions tens of millions of times (Quicksilver:
- * ~50 M events per rank in 20 s), which no trace needs and no disk holds; the MPI events, the samples
- * and every function above the threshold stay.  SCALGRAPH_TRACE_THROTTLE=CALLS,MICROSECONDS sets it;
- * 0 records everything. */
+ * 35 M calls per rank at p=2), which no trace needs and no disk holds; the MPI events, the samples
+ * and every function above the threshold stay.  10000 calls (TAU: 100000): at 100000 Quicksilver's
+ * traced run at p=8 still took twice its plain time (32 M events), at 10000 it ran as fast as
+ * untraced (8 M events).  SCALGRAPH_TRACE_THROTTLE=CALLS,MICROSECONDS sets it; 0 records everything. */
 enum { THROTTLE_SLOTS = 1 << 14, THROTTLE_DEPTH = 512 };
 struct throttle { uint32_t vertex, off; uint64_t calls, ns; };
 static struct throttle throttle_[THROTTLE_SLOTS];      /* open addressing on vertex + 1 (0 = free) */
-static uint64_t throttle_calls_ = 100000, throttle_ns_ = 10000;
+static uint64_t throttle_calls_ = 10000, throttle_ns_ = 10000;
 static uint32_t nthrottled_;
 static uint64_t open_enter_[THROTTLE_DEPTH];
 static struct throttle *open_slot_[THROTTLE_DEPTH];
