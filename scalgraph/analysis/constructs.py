@@ -50,30 +50,35 @@ def construct_key(psg: PSG, v: int) -> tuple:
 
 
 def nest_key(psg: PSG, v: int, _cache: dict | None = None) -> tuple:
-    """construct_key, except that a computation (COMP or LOOP) whose lines lie inside a loop nest of the
-    same function is that loop nest: the outermost COMP/LOOP span around it with no MPI call and no
-    call out of the function inside.  Which vertex of one nest a sample lands on depends on the code
-    the compiler made for this problem size (vectorised body, remainder loop, versioned copy: the
-    balanced sample's relax loop split 0.64 / 0.40 s between two vertices at p=2 and 0.24 / 0 s at
-    p=8, a scaling loss that was not there), so the nest is the unit that scales."""
+    """construct_key, except that a computation (COMP or LOOP) whose lines lie inside a loop of the
+    same function that begins on its first line or the line before (the loop's header) is that loop:
+    the outermost such COMP/LOOP span with no MPI call and no call out of the function inside.  Which
+    vertex of one loop a sample lands on depends on the code the compiler made for this problem size
+    (vectorised body, remainder loop, versioned or inlined copy: the balanced sample's relax loop split
+    0.64 / 0.40 s between two vertices at p=2 and 0.24 / 0 s at p=8, a scaling loss that was not
+    there), so the loop is the unit that scales.  An inner loop further down the body stays its own
+    construct (a hot sub-loop is named by its own lines)."""
     if psg.kind[v] not in (COMP, LOOP) or psg.line_first[v] <= 0:
         return construct_key(psg, v)
     group = _nest_spans(psg).get((psg.file[v], psg.function[v]))
     if group is None:
         return construct_key(psg, v)
-    first, reach, keys = group
+    first, last, keys = group
     lo, hi = psg.line_first[v], psg.line_last[v]
-    # the outermost enclosing nest: the first span (by first line) whose reach covers `hi`; it
-    # encloses v when it starts at or before v's first line
-    k = int(np.searchsorted(reach, hi, side="left"))
-    return keys[k] if k < len(keys) and first[k] <= lo else construct_key(psg, v)
+    # spans that begin on v's first line or the line before (the loop's header): sorted by first
+    # line, widest first, so the first that reaches past v's last line is the outermost such span
+    a, b = np.searchsorted(first, [lo - 1, lo], side="left")[0], np.searchsorted(first, lo, side="right")
+    for k in range(int(a), int(b)):
+        if last[k] >= hi:
+            return keys[k]
+    return construct_key(psg, v)
 
 
 _SPANS: dict[int, dict] = {}
 
 
 def _nest_spans(psg: PSG) -> dict:
-    """(file, function) -> (first lines, running max of last lines, keys) of the COMP/LOOP spans that
+    """(file, function) -> (first lines, last lines, keys) of the COMP/LOOP spans that
     hold no MPI call and no call out of the function, sorted by first line (computed once per PSG)."""
     got = _SPANS.get(id(psg))
     if got is not None and got[0] is psg:
@@ -103,8 +108,8 @@ def _nest_spans(psg: PSG) -> dict:
     for where, spans in out.items():          # sorted by first line, widest first; reach = running max
         spans.sort(key=lambda x: (x[0], x[1]))
         first = np.array([a for a, _, _ in spans])
-        reach = np.maximum.accumulate(np.array([-b for _, b, _ in spans]))
-        groups[where] = (first, reach, [key for _, _, key in spans])
+        last = np.array([-b for _, b, _ in spans])
+        groups[where] = (first, last, [key for _, _, key in spans])
     _SPANS.clear()
     _SPANS[id(psg)] = (psg, groups)
     return groups
