@@ -107,6 +107,7 @@ class ScaleSummary:
     y_own: np.ndarray                       # merged own time (collectives: see module doc)
     y_max: np.ndarray                       # slowest rank's time
     y_se: np.ndarray                        # sampling error of the merged (mean) time
+    y_reps: np.ndarray | None               # [C x scales x K] each repetition's mean time (nan: fewer; None: one run each)
     vol_bytes: np.ndarray                   # per-rank bytes moved (median over calling ranks)
     vol_calls: np.ndarray                   # per-rank calls
     oversubscribed: dict[int, bool]
@@ -125,6 +126,7 @@ def summarise_scales(psg: PSG, cons: Constructs, profiles: Mapping[int, RunProfi
     abnormal: dict[int, list[Abnormal]] = {}
     over: dict[int, bool] = {}
     y_total, y_own, y_max, y_se, vb, vc = (np.zeros((nc, len(scales))) for _ in range(6))
+    rep_cols: list[np.ndarray | None] = []
     for i, p in enumerate(scales):
         prof = profiles[p]
         own = cons.sum_columns(own_time(psg, prof))
@@ -142,14 +144,27 @@ def summarise_scales(psg: PSG, cons: Constructs, profiles: Mapping[int, RunProfi
         least = np.where(np.isfinite(least), least, 0.0)
         y_own[:, i] = np.where(is_coll, np.maximum(merged(own, clusters), least), merged(own, clusters))
         y_max[:, i] = time.max(axis=0) if prof.nranks else 0.0
+        rep_cols.append(None if prof.rep_mean_time is None else cons.sum_columns(prof.rep_mean_time).T)
         y_se[:, i] = (np.where(is_mpi, 0.0, np.sqrt(samples.sum(axis=0)) / hz / prof.nranks)
                       if hz > 0 and prof.nranks else 0.0)
         noise = noise_of_samples(samples, is_mpi, hz)
         abnormal[p] = abnormal_columns(own, wait, is_mpi, noise, abnorm_thd, min_share * program_time(prof, startup))
         vb[:, i], vc[:, i] = volume_per_rank(prof, cons, is_mpi)
         over[p] = oversubscribed(prof, host_cores)
-    return ScaleSummary(scales, times, abnormal, y_total, y_own, y_max, y_se, vb, vc, over,
-                        Big(prof, own, time, wait, samples))
+    return ScaleSummary(scales, times, abnormal, y_total, y_own, y_max, y_se, _stack_reps(rep_cols, nc), vb, vc,
+                        over, Big(prof, own, time, wait, samples))
+
+
+def _stack_reps(cols: list[np.ndarray | None], nc: int) -> np.ndarray | None:
+    """[C x scales x K] repetitions per scale (nan where a scale has fewer), or None when no scale has two."""
+    k = max((c.shape[1] for c in cols if c is not None), default=1)
+    if k < 2:
+        return None
+    out = np.full((nc, len(cols), k), np.nan)
+    for i, c in enumerate(cols):
+        if c is not None:
+            out[:, i, :c.shape[1]] = c
+    return out
 
 
 def construct_is_mpi(psg: PSG, cons: Constructs) -> np.ndarray:
@@ -176,13 +191,16 @@ def analyse(psg: PSG, profiles: Mapping[int, RunProfile], abnorm_thd: float = DE
     floor = min_share * program_time(big.profile, startup_v)
     y_total[startup] = 0.0
     y_own[startup] = 0.0
+    if sm.y_reps is not None:
+        sm.y_reps[startup] = 0.0
     for p in scales:
         abnormal[p] = [a for a in abnormal[p] if not startup[a.vertex]]
 
     ideal_note = []
     if weak is None:        # not said: the measured computation tells (infer_weak)
         weak, ideal_note = infer_weak(scales, y_total, is_mpi | startup)
-    fits = fit_models(scales, y_total, se=sm.y_se)       # the Poisson error of sampled times is noise, not growth
+    # the spread between repetitions and the Poisson error of sampled times are noise, not growth
+    fits = fit_models(scales, y_total, reps=sm.y_reps, se=sm.y_se)
     fits_max = fit_models(scales, y_max)
     multi = len(scales) >= 2
     loss_total = scaling_loss(scales, y_total, weak)[:, -1] if multi else np.zeros(nc)

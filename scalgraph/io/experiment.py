@@ -9,7 +9,8 @@
   EXP/scale-<p>/rep-<k>/rank-<r>.sgp   per-rank profile files written by the shim
 
 Only runs with status "ok" are read.  Several repetitions of one scale are merged element-wise by
-their median; the dependence rows come from the repetition with the median run time.  Profiles are
+their median; the dependence rows come from the repetition with the median run time; each
+repetition's mean time per vertex is kept (RunProfile.rep_mean_time) for the spread between them.  Profiles are
 read lazily, one scale at a time (nothing cached), and checked against the PSG hash so that a profile can never be
 analysed against another build's graph.
 """
@@ -133,7 +134,8 @@ def median_of_repetitions(reps: list[RunProfile]) -> RunProfile:
                       np.rint(med("samples")).astype(np.int64), np.rint(med("calls")).astype(np.int64),
                       med("wait"), typical.deps, dict(typical.comm_members), counters,
                       {**typical.meta, "repetitions": len(reps), "wall_time": float(np.median(totals))},
-                      comp_wall=med("comp_wall"), comp_cpu=med("comp_cpu"), mpi_cpu=med("mpi_cpu"))
+                      comp_wall=med("comp_wall"), comp_cpu=med("comp_cpu"), mpi_cpu=med("mpi_cpu"),
+                      rep_mean_time=np.stack([r.time.mean(axis=0) if r.nranks else np.zeros(r.nvertices) for r in reps]))
 
 
 def _default_read_run(run_dir: pathlib.Path) -> RunProfile:

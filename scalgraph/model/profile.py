@@ -54,6 +54,9 @@ class RunProfile:
     comp_wall: np.ndarray | None = None   # [ranks x vertices] wall-clock seconds
     comp_cpu: np.ndarray | None = None    # [ranks x vertices] thread-CPU seconds
     mpi_cpu: np.ndarray | None = None     # [ranks x vertices] thread-CPU seconds spent inside the MPI calls
+    # Repetitions merged into this profile (io.experiment.median_of_repetitions): each one's mean time
+    # over ranks, so the fits can tell growth from the spread between repetitions.  None: one run.
+    rep_mean_time: np.ndarray | None = None   # [repetitions x vertices] seconds
 
     def __post_init__(self) -> None:
         for name in ("comp_wall", "comp_cpu", "mpi_cpu"):
