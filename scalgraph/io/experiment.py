@@ -135,7 +135,8 @@ def median_of_repetitions(reps: list[RunProfile]) -> RunProfile:
                       med("wait"), typical.deps, dict(typical.comm_members), counters,
                       {**typical.meta, "repetitions": len(reps), "wall_time": float(np.median(totals))},
                       comp_wall=med("comp_wall"), comp_cpu=med("comp_cpu"), mpi_cpu=med("mpi_cpu"),
-                      rep_mean_time=np.stack([r.time.mean(axis=0) if r.nranks else np.zeros(r.nvertices) for r in reps]))
+                      rep_mean_time=np.stack([r.time.mean(axis=0) if r.nranks else np.zeros(r.nvertices) for r in reps]),
+                      threads=typical.threads)
 
 
 def _default_read_run(run_dir: pathlib.Path) -> RunProfile:

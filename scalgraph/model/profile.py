@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from scalgraph.model.threads import ThreadProfile
+
 # Communication dependences, one row per distinct (rank, vertex, kind, peer, tag, comm) tuple.
 # kind: DEP_SEND / DEP_RECV for point-to-point (peer = world rank, or -1 if never resolved),
 #       DEP_COLL for collectives (peer = -1; the group is comm_members[comm]),
@@ -57,6 +59,9 @@ class RunProfile:
     # Repetitions merged into this profile (io.experiment.median_of_repetitions): each one's mean time
     # over ranks, so the fits can tell growth from the spread between repetitions.  None: one run.
     rep_mean_time: np.ndarray | None = None   # [repetitions x vertices] seconds
+    # The thread dimension (profile format 3, model/threads.py): per OpenMP thread its role and per
+    # (vertex, thread) CPU, MPI and barrier time.  None: no OpenMP threads were followed.
+    threads: ThreadProfile | None = None
 
     def __post_init__(self) -> None:
         for name in ("comp_wall", "comp_cpu", "mpi_cpu"):
