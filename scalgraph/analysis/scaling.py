@@ -51,6 +51,16 @@ REACH = 4.0                  # hypotheses must be monotone from the smallest sca
 
 # per-vertex flags (Fits.flags); notes() says what they mean
 NONFINITE, NEGATIVE, ZERO, ONE_SCALE, TWO_SCALES, AMBIGUOUS, NO_FIT, ALL_ZERO, NO_VALUE = (1 << k for k in range(9))
+_FLAG_NOTES = (        # in the order notes() says them (ZERO only when not ALL_ZERO)
+    (NO_VALUE, "no finite value measured: model set to 0"),
+    (ONE_SCALE, "one scale only: constant assumed, the fit needs >= 2 scales"),
+    (TWO_SCALES, "two scales only: the exponent comes from two points, any model through both fits them"),
+    (NONFINITE, "non-finite values (nan/inf) left out"),
+    (NEGATIVE, "negative values (not a time?): fitted as given, predictions not clipped"),
+    (ALL_ZERO, "zero at every scale"),
+    (ZERO, "zero at some scale (below the measurement's resolution?)"),
+    (NO_FIT, "no candidate model fits within the measured noise; the closest is shown"),
+)
 
 
 @dataclass(frozen=True)
@@ -144,23 +154,7 @@ class Fits:
     def notes(self, v: int) -> list[str]:
         """What the reader should know about vertex v's model, one short sentence each."""
         f = int(self.flags[v])
-        out = []
-        if f & NO_VALUE:
-            out.append("no finite value measured: model set to 0")
-        if f & ONE_SCALE:
-            out.append("one scale only: constant assumed, the fit needs >= 2 scales")
-        if f & TWO_SCALES:
-            out.append("two scales only: the exponent comes from two points, any model through both fits them")
-        if f & NONFINITE:
-            out.append("non-finite values (nan/inf) left out")
-        if f & NEGATIVE:
-            out.append("negative values (not a time?): fitted as given, predictions not clipped")
-        if f & ALL_ZERO:
-            out.append("zero at every scale")
-        elif f & ZERO:
-            out.append("zero at some scale (below the measurement's resolution?)")
-        if f & NO_FIT:
-            out.append("no candidate model fits within the measured noise; the closest is shown")
+        out = [text for flag, text in _FLAG_NOTES if f & flag and not (flag == ZERO and f & ALL_ZERO)]
         if f & AMBIGUOUS and self.alternative[v] >= 0:
             out.append(f"the scales cannot tell this from {self.hypothesis[int(self.alternative[v])].text()}"
                        f" (as good a fit); measure more or larger scales")
@@ -448,21 +442,28 @@ def _two_point_range(p, yv, valid, rows, hyps, at) -> tuple[np.ndarray, np.ndarr
     return lo, hi
 
 
-def _trend(p: np.ndarray, y: np.ndarray) -> np.ndarray:
-    """[V x n] power law exp(a) * p^b fitted in log-log space to each row's positive finite values
-    (0 where a row has fewer than two)."""
+def _log_log_line(p: np.ndarray, y: np.ndarray):
+    """Least-squares line log y = my + b (log p - mx) per row through its positive finite values:
+    (mask of those values, their count, mx, my, b); b is 0 where fewer than two differ in p."""
     ok = np.isfinite(y) & (y > 0)
     w = ok.astype(float)
     lp = np.broadcast_to(np.log(p)[None, :], y.shape)
     ly = np.log(np.where(ok, y, 1.0))
-    sw = w.sum(axis=1)
-    safe = np.maximum(sw, 1.0)
+    count = w.sum(axis=1)
+    safe = np.maximum(count, 1.0)
     mx, my = (w * lp).sum(axis=1) / safe, (w * ly).sum(axis=1) / safe
     dx = np.where(ok, lp - mx[:, None], 0.0)
     sxx = (dx * dx).sum(axis=1)
     b = np.where(sxx > 0, (dx * (ly - my[:, None])).sum(axis=1) / np.where(sxx > 0, sxx, 1.0), 0.0)
-    out = np.exp(my[:, None] + b[:, None] * (lp - mx[:, None]))
-    return np.where((sw >= 2)[:, None], out, 0.0)
+    return ok, count, mx, my, b
+
+
+def _trend(p: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """[V x n] power law exp(a) * p^b fitted in log-log space to each row's positive finite values
+    (0 where a row has fewer than two)."""
+    _, count, mx, my, b = _log_log_line(p, y)
+    out = np.exp(my[:, None] + b[:, None] * (np.log(p)[None, :] - mx[:, None]))
+    return np.where((count >= 2)[:, None], out, 0.0)
 
 
 def log_log_slope(p: np.ndarray, y: np.ndarray) -> np.ndarray:
@@ -470,19 +471,9 @@ def log_log_slope(p: np.ndarray, y: np.ndarray) -> np.ndarray:
     not positive or fewer than two are finite."""
     if len(p) < 2:
         return np.zeros(y.shape[0])
-    valid = np.isfinite(y)
-    positive = np.all(~valid | (y > 0), axis=1) & (valid.sum(axis=1) >= 2)
-    w = valid.astype(float)
-    lp = np.log(p)[None, :]
-    ly = np.log(np.where(valid & (y > 0), y, 1.0))
-    sw = np.maximum(w.sum(axis=1), 1.0)
-    mx = (w * lp).sum(axis=1) / sw
-    my = (w * ly).sum(axis=1) / sw
-    dx = np.where(valid, lp - mx[:, None], 0.0)
-    sxx = (dx * dx).sum(axis=1)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        s = np.where(sxx > 0, (dx * (ly - my[:, None])).sum(axis=1) / np.where(sxx > 0, sxx, 1.0), 0.0)
-    return np.where(positive, s, 0.0)
+    ok, count, _, _, b = _log_log_line(np.asarray(p, dtype=float), y)
+    positive = (count == np.isfinite(y).sum(axis=1)) & (count >= 2)
+    return np.where(positive, b, 0.0)
 
 
 def scaling_loss(scales, y: np.ndarray, weak: bool = False) -> np.ndarray:
