@@ -94,3 +94,30 @@ def test_the_vertices_of_one_loop_nest_are_one_construct():
     at = {line: int(cid[syn.vertex_at(psg, line)]) for line in (19, 20, 22, 52, 53, 57, 70)}
     assert at[19] == at[20]                 # the loop and its body on the next line
     assert len({at[19], at[22], at[52], at[53], at[57], at[70]}) == 6   # a later inner loop is its own
+
+
+def test_detect_reads_each_scale_once_for_the_whatif_too():
+    """Profiles may load lazily (one scale in memory at a time): the what-if keeps the per-rank sums it
+    needs from detect's one read of each scale instead of loading every profile again."""
+    from collections.abc import Mapping
+
+    psg, runs, _ = syn.cg_like(scales=(2, 4, 8), extra=0.4)
+
+    class Counting(Mapping):
+        def __init__(self):
+            self.reads = {p: 0 for p in runs}
+
+        def __getitem__(self, p):
+            self.reads[p] += 1
+            return runs[p]
+
+        def __iter__(self):
+            return iter(runs)
+
+        def __len__(self):
+            return len(runs)
+
+    lazy = Counting()
+    result = analyse(psg, lazy)
+    assert result["root_causes"][0]["whatif"]["gain"].keys() == {"2", "4", "8"}
+    assert lazy.reads == {2: 1, 4: 1, 8: 1}

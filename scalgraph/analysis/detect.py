@@ -56,7 +56,7 @@ from scalgraph.analysis.mpi_cost import oversubscribed, own_cause_rules, volume_
 from scalgraph.analysis.ppg import build_ppg
 from scalgraph.analysis.scaling import fit_models, scaling_loss
 from scalgraph.analysis.segments import segment_excess
-from scalgraph.analysis.whatif import predict_fixed
+from scalgraph.analysis.whatif import RankTimes, predict_fixed, rank_times
 from scalgraph.model.profile import DEP_COLL, RunProfile
 from scalgraph.model.psg import MPI, PSG
 
@@ -112,6 +112,7 @@ class ScaleSummary:
     vol_calls: np.ndarray                   # per-rank calls
     oversubscribed: dict[int, bool]
     big: Big
+    rank_times: dict[int, RankTimes]        # per scale, what the what-if needs (no second read)
 
 
 def summarise_scales(psg: PSG, cons: Constructs, profiles: Mapping[int, RunProfile], abnorm_thd: float,
@@ -127,9 +128,12 @@ def summarise_scales(psg: PSG, cons: Constructs, profiles: Mapping[int, RunProfi
     over: dict[int, bool] = {}
     y_total, y_own, y_max, y_se, vb, vc = (np.zeros((nc, len(scales))) for _ in range(6))
     rep_cols: list[np.ndarray | None] = []
+    per_rank: dict[int, RankTimes] = {}
     for i, p in enumerate(scales):
         prof = profiles[p]
-        own = cons.sum_columns(own_time(psg, prof))
+        own_v = own_time(psg, prof)
+        per_rank[p] = rank_times(psg, cons, prof, own_v, startup)
+        own = cons.sum_columns(own_v)
         time, wait = cons.sum_columns(prof.time), cons.sum_columns(prof.wait)
         samples = cons.sum_columns(prof.samples)
         calls = cons.sum_columns(prof.calls)
@@ -152,7 +156,7 @@ def summarise_scales(psg: PSG, cons: Constructs, profiles: Mapping[int, RunProfi
         vb[:, i], vc[:, i] = volume_per_rank(prof, cons, is_mpi)
         over[p] = oversubscribed(prof, host_cores)
     return ScaleSummary(scales, times, abnormal, y_total, y_own, y_max, y_se, _stack_reps(rep_cols, nc), vb, vc,
-                        over, Big(prof, own, time, wait, samples))
+                        over, Big(prof, own, time, wait, samples), per_rank)
 
 
 def _stack_reps(cols: list[np.ndarray | None], nc: int) -> np.ndarray | None:
@@ -280,9 +284,9 @@ def analyse(psg: PSG, profiles: Mapping[int, RunProfile], abnorm_thd: float = DE
         """a construct's ideal own time per rank at p: the smallest scale's, shared out (strong) or kept (weak)"""
         return float(y_own[c, 0]) * (1.0 if weak else scales[0] / p)
 
-    whatif = predict_fixed(psg, cons, profiles, [x.construct for x in ranked],
+    whatif = predict_fixed(psg, cons, sm.rank_times, [x.construct for x in ranked],
                            scaling_loss_of=lambda c: bool(loss_total[c] >= floor > 0), ideal_of=ideal_share,
-                           excluded=startup_v, run_times=times) if ranked else []
+                           run_times=times) if ranked else []
     return {
         "scales": scales,
         "run_time": {str(p): times[p] for p in scales},

@@ -24,10 +24,10 @@ iterations).  The gain is fitted over the scales like any time and extrapolated 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
-from scalgraph.analysis.abnormal import own_time
 from scalgraph.analysis.constructs import Constructs
 from scalgraph.analysis.scaling import fit_models
 from scalgraph.analysis.segments import measured
@@ -73,6 +73,19 @@ def rank_busy(psg: PSG, prof: RunProfile, own: np.ndarray, excluded: np.ndarray)
     return prof.comp_wall.sum(axis=1) + own[:, is_mpi & ~excluded].sum(axis=1)
 
 
+@dataclass
+class RankTimes:
+    """What the what-if needs of one scale, kept from detect's single read of its profile."""
+    own: np.ndarray        # [R x C] own time per construct (thread-CPU where sampled)
+    busy: np.ndarray       # [R] wall seconds busy (rank_busy)
+    stretch: np.ndarray    # [R] wall seconds per CPU second of computation (rank_stretch)
+
+
+def rank_times(psg: PSG, cons: Constructs, prof: RunProfile, own: np.ndarray, excluded: np.ndarray) -> RankTimes:
+    """One scale's RankTimes from its profile and its [R x V] own time (abnormal.own_time)."""
+    return RankTimes(cons.sum_columns(own), rank_busy(psg, prof, own, excluded), rank_stretch(prof))
+
+
 def nested_constructs(psg: PSG, cons: Constructs, c: int) -> list[int]:
     """The computation constructs a fix of construct c also fixes: c, and every non-MPI construct of
     the same file whose lines lie inside c's (a loop nest's body, or an inlined copy of it that the
@@ -91,27 +104,24 @@ def nested_constructs(psg: PSG, cons: Constructs, c: int) -> list[int]:
     return out
 
 
-def predict_fixed(psg: PSG, cons: Constructs, profiles: Mapping[int, RunProfile], constructs_: Sequence[int],
+def predict_fixed(psg: PSG, cons: Constructs, per_scale: Mapping[int, RankTimes], constructs_: Sequence[int],
                   scaling_loss_of: Callable[[int], bool], ideal_of: Callable[[int, int], float],
-                  excluded: np.ndarray, run_times: Mapping[int, float]) -> list[dict]:
+                  run_times: Mapping[int, float]) -> list[dict]:
     """Per construct in `constructs_`: run time with it (and the constructs nested in its lines)
-    fixed per scale, the gain, and the gain extrapolated to 2P and 4P.  `excluded` [V] marks vertices
-    outside the program's busy time (MPI start-up/shut-down).  `scaling_loss_of(c)`: the construct is
-    fixed to its ideal share; `ideal_of(c, p)`: that share per rank at scale p."""
+    fixed per scale, the gain, and the gain extrapolated to 2P and 4P.  `per_scale`: each scale's
+    RankTimes.  `scaling_loss_of(c)`: the construct is fixed to its ideal share; `ideal_of(c, p)`:
+    that share per rank at scale p."""
     groups = [nested_constructs(psg, cons, c) for c in constructs_]
-    scales = sorted(profiles)
+    scales = sorted(per_scale)
     gains = np.zeros((len(constructs_), len(scales)))
     for j, p in enumerate(scales):
-        prof = profiles[p]
-        own = own_time(psg, prof)
-        busy = rank_busy(psg, prof, own, excluded)
-        stretch = rank_stretch(prof)
-        own_c = cons.sum_columns(own)
+        rt = per_scale[p]
         for i, c in enumerate(constructs_):
             ideal = ideal_of(c, p) if scaling_loss_of(c) else None
-            own_g = own_c[:, groups[i]].sum(axis=1) if ideal is None else own_c[:, c]
-            removal = removal_per_rank(own_g * stretch, None if ideal is None else ideal * float(np.median(stretch)))
-            gains[i, j] = bulk_synchronous_gain(busy, removal)
+            own_g = rt.own[:, groups[i]].sum(axis=1) if ideal is None else rt.own[:, c]
+            removal = removal_per_rank(own_g * rt.stretch,
+                                       None if ideal is None else ideal * float(np.median(rt.stretch)))
+            gains[i, j] = bulk_synchronous_gain(rt.busy, removal)
     out = []
     fits = fit_models(scales, gains) if len(scales) >= 2 else None
     big = scales[-1]
