@@ -23,6 +23,8 @@ def source_excerpt(file: str, first: int, last: int, roots: list[pathlib.Path],
     if not file or first <= 0:
         return ["(no source line recorded for this vertex)"]
     path = _find_source(file, roots)
+    if path is None and pathlib.Path(file).is_absolute() and pathlib.Path(file).is_file():
+        return [f"(source file {file} is not under the source roots: pass --source-dir DIR to show it)"]
     if path is None:
         return [f"(source file {file} not found; run detect from the build directory or pass --source-dir)"]
     try:
