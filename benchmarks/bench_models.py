@@ -8,6 +8,7 @@ a constant model), and the relative error of the prediction at p = 64 and 128.
 
     .venv/bin/python benchmarks/bench_models.py            # the full table (several minutes)
     .venv/bin/python benchmarks/bench_models.py --quick    # 3 draws, 4 and 5 scales
+    .venv/bin/python benchmarks/bench_models.py --bound    # adds what a selector knowing the generator reaches
 
 Extra-P (PyPI `extrap`, an optional dependency, see docs/scaling-models.md) runs through its Python
 API: the Default single-parameter modeler, as shipped and with negative exponents on.  scalgraph
@@ -21,6 +22,7 @@ import json
 import sys
 import time
 import warnings
+from collections import Counter
 from fractions import Fraction as F
 from pathlib import Path
 
@@ -76,6 +78,41 @@ def run_scalgraph(scales, data):
     terms = [leading(1.0, fits.hypothesis[k].i, fits.hypothesis[k].j) if fits.c1[v] != 0 else (F(0), 0)
              for v, k in enumerate(fits.choice)]
     return terms, fits.predict(np.array(TARGETS)), cpu
+
+
+def run_bound(scales, data, noise: float):
+    """What any selection could reach on these draws: the Bayes choice of a selector that knows the
+    generator, i.e. its terms (and no others), how often each occurs (the prior), and the noise level.
+    Per term: weighted least squares with the known noise; the coefficient of the term scaled to a
+    unit change over the measured scales gets a normal prior of the data's size, so the score is the
+    marginal likelihood (nested constant included) plus the log prior; the largest wins."""
+    p = np.asarray(scales, dtype=float)
+    y = data.mean(axis=2)
+    w = 1.0 / (max(noise, 1e-6) / np.sqrt(data.shape[2]) * np.abs(y)) ** 2
+    freq = Counter(TRUE_TERMS)
+    sw = w.sum(axis=1)
+    ym = (w * y).sum(axis=1) / sw
+    scores, preds = [], []
+    for i, j in freq:
+        x = p ** float(i) * np.log2(p) ** j
+        at = np.array(TARGETS) ** float(i) * np.log2(TARGETS) ** j
+        if i == 0 and j == 0:
+            scores.append(-0.5 * (w * (y - ym[:, None]) ** 2).sum(axis=1) + np.log(freq[(i, j)]))
+            preds.append(np.repeat(ym[:, None], len(TARGETS), axis=1))
+            continue
+        span = x.max() - x.min()
+        x, at = (x - x.min()) / span, (at - x.min()) / span
+        dx = x[None, :] - ((w * x).sum(axis=1) / sw)[:, None]
+        sxx = (w * dx * dx).sum(axis=1)
+        b = (w * dx * y).sum(axis=1) / sxx
+        chi2 = (w * (y - ym[:, None] - b[:, None] * dx) ** 2).sum(axis=1)
+        tau2 = ym ** 2
+        scores.append(-0.5 * chi2 - 0.5 * np.log1p(sxx * tau2) - 0.5 * b ** 2 / (1 / sxx + tau2) + np.log(freq[(i, j)]))
+        c0 = ym - b * (w * x).sum(axis=1) / sw
+        preds.append(c0[:, None] + b[:, None] * at[None, :])
+    terms = list(freq)
+    pick = np.argmax(np.array(scores), axis=0)
+    return [terms[k] for k in pick], np.array(preds)[pick, np.arange(len(pick))], 0.0
 
 
 def extrap_available() -> bool:
@@ -172,6 +209,8 @@ def main(argv=None) -> int:
     ap.add_argument("--no-extrap", action="store_true", help="scalgraph only")
     ap.add_argument("--cached-only", action="store_true", help="show Extra-P only where --extrap-cache has it")
     ap.add_argument("--sets", help="numbers of scales to run, e.g. 4,5 (default 4,5,3: 2..16, 2..32, 2..8)")
+    ap.add_argument("--bound", action="store_true", help="add the column 'bound': the best a selector could do that "
+                    "knows the generator's terms, their frequencies and the noise (an upper limit, not a tool)")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--extrap-cache", metavar="FILE", help="keep Extra-P's results here (JSON) and reuse them: "
                     "they do not change while scalgraph's model selection is worked on")
@@ -184,12 +223,13 @@ def main(argv=None) -> int:
     if not with_extrap and not args.no_extrap:
         print("extrap is not installed: scalgraph only (see docs/scaling-models.md to install it)")
     tools = ["scalgraph"] + (["extrap-neg", "extrap"] if with_extrap else [])
+    extra = ["bound"] if args.bound else []
     cache = _load_cache(args.extrap_cache)
     results = {}
-    cpu = {t: [0.0, 0] for t in tools}
+    cpu = {t: [0.0, 0] for t in tools + extra}
     print(f"{len(FUNCTIONS)} functions x {draws} draws per cell; recovery of the true leading term (%), "
           "median / mean relative prediction error at p=64 and p=128 (%)")
-    print(f"{'scales':>10} {'noise':>5} {'reps':>4}  " + "  ".join(f"{t:>28}" for t in tools))
+    print(f"{'scales':>10} {'noise':>5} {'reps':>4}  " + "  ".join(f"{t:>28}" for t in tools + extra))
     for n in sets:
         scales = SCALE_SETS[n]
         for reps in REPS:
@@ -197,9 +237,11 @@ def main(argv=None) -> int:
                 rng = np.random.default_rng([args.seed, n, reps, int(round(noise * 1000))])
                 data = measure(scales, noise, reps, draws, rng)
                 row = []
-                for tool in tools:
+                for tool in tools + extra:
                     if tool == "scalgraph":
                         terms, preds, t = run_scalgraph(scales, data)
+                    elif tool == "bound":
+                        terms, preds, t = run_bound(scales, data, noise)
                     else:
                         key = f"{tool} {args.seed} {draws} {n} {reps} {noise}"
                         if key not in cache and args.cached_only:
@@ -231,9 +273,12 @@ def main(argv=None) -> int:
                 their_err = min(np.median(results[(5, noise, reps, t)][1], axis=0).max() for t in tools[1:])
                 good = ours >= theirs
                 ok &= good
+                limit = (f"; the bound with 4 scales: {results[(4, noise, reps, 'bound')][0]:5.1f}, "
+                         f"{np.median(results[(4, noise, reps, 'bound')][1], axis=0).max() * 100:5.1f} %"
+                         if (4, noise, reps, "bound") in results else "")
                 print(f"  noise {noise * 100:3.0f}% reps {reps}: recovery {ours:5.1f} vs {theirs:5.1f} "
                       f"{'ok' if good else 'LOWER'}; median error at 64/128 (worst) "
-                      f"{np.median(our_err, axis=0).max() * 100:5.1f} vs {their_err * 100:5.1f} %")
+                      f"{np.median(our_err, axis=0).max() * 100:5.1f} vs {their_err * 100:5.1f} %" + limit)
         print("acceptance met" if ok else "acceptance NOT met")
     if with_extrap:
         print("\nsame scales: cells where scalgraph recovers at least as often as Extra-P's better mode, and where its "
