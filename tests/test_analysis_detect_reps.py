@@ -63,3 +63,17 @@ def test_without_repetitions_the_same_medians_are_growth():
     psg, runs, v_flat, _ = experiment(flat, grow)
     assert runs[2].rep_mean_time is None
     assert "*" in models(analyse(psg, runs))[v_flat]
+
+
+def test_slowest_rank_series_carries_its_own_sampling_error():
+    from scalgraph.analysis.constructs import constructs
+    from scalgraph.analysis.detect import summarise_scales
+    psg, runs, flat, _ = experiment({p: [3.0] for p in SCALES}, {p: [1.0] for p in SCALES})
+    runs[8].time[5, flat] = 4.0                 # rank 5 is the slowest at p=8: 4000 samples at 1000 Hz
+    runs[8].samples[5, flat] = 4000
+    cons = constructs(psg)
+    sm = summarise_scales(psg, cons, runs, 2.0, 0.05, 0, None)
+    c = cons.cid[flat]
+    assert np.isclose(sm.y_max[c, 2], 4.0) and np.isclose(sm.y_max_se[c, 2], np.sqrt(4000) / HZ)
+    assert np.isclose(sm.y_se[c, 2], np.sqrt(3000 * 7 + 4000) / HZ / 8)     # the mean's: all ranks' samples
+    assert sm.y_reps is None

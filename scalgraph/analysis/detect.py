@@ -107,6 +107,7 @@ class ScaleSummary:
     y_own: np.ndarray                       # merged own time (collectives: see module doc)
     y_max: np.ndarray                       # slowest rank's time
     y_se: np.ndarray                        # sampling error of the merged (mean) time
+    y_max_se: np.ndarray                    # sampling error of the slowest rank's time
     y_reps: np.ndarray | None               # [C x scales x K] each repetition's mean time (nan: fewer; None: one run each)
     vol_bytes: np.ndarray                   # per-rank bytes moved (median over calling ranks)
     vol_calls: np.ndarray                   # per-rank calls
@@ -126,7 +127,7 @@ def summarise_scales(psg: PSG, cons: Constructs, profiles: Mapping[int, RunProfi
     times: dict[int, float] = {}
     abnormal: dict[int, list[Abnormal]] = {}
     over: dict[int, bool] = {}
-    y_total, y_own, y_max, y_se, vb, vc = (np.zeros((nc, len(scales))) for _ in range(6))
+    y_total, y_own, y_max, y_se, y_max_se, vb, vc = (np.zeros((nc, len(scales))) for _ in range(7))
     rep_cols: list[np.ndarray | None] = []
     per_rank: dict[int, RankTimes] = {}
     for i, p in enumerate(scales):
@@ -148,6 +149,9 @@ def summarise_scales(psg: PSG, cons: Constructs, profiles: Mapping[int, RunProfi
         least = np.where(np.isfinite(least), least, 0.0)
         y_own[:, i] = np.where(is_coll, np.maximum(merged(own, clusters), least), merged(own, clusters))
         y_max[:, i] = time.max(axis=0) if prof.nranks else 0.0
+        if hz > 0 and prof.nranks:
+            slowest = samples[time.argmax(axis=0), np.arange(nc)]
+            y_max_se[:, i] = np.where(is_mpi, 0.0, np.sqrt(slowest) / hz)
         rep_cols.append(None if prof.rep_mean_time is None else cons.sum_columns(prof.rep_mean_time).T)
         y_se[:, i] = (np.where(is_mpi, 0.0, np.sqrt(samples.sum(axis=0)) / hz / prof.nranks)
                       if hz > 0 and prof.nranks else 0.0)
@@ -155,8 +159,8 @@ def summarise_scales(psg: PSG, cons: Constructs, profiles: Mapping[int, RunProfi
         abnormal[p] = abnormal_columns(own, wait, is_mpi, noise, abnorm_thd, min_share * program_time(prof, startup))
         vb[:, i], vc[:, i] = volume_per_rank(prof, cons, is_mpi)
         over[p] = oversubscribed(prof, host_cores)
-    return ScaleSummary(scales, times, abnormal, y_total, y_own, y_max, y_se, _stack_reps(rep_cols, nc), vb, vc,
-                        over, Big(prof, own, time, wait, samples), per_rank)
+    return ScaleSummary(scales, times, abnormal, y_total, y_own, y_max, y_se, y_max_se, _stack_reps(rep_cols, nc),
+                        vb, vc, over, Big(prof, own, time, wait, samples), per_rank)
 
 
 def _stack_reps(cols: list[np.ndarray | None], nc: int) -> np.ndarray | None:
@@ -205,7 +209,7 @@ def analyse(psg: PSG, profiles: Mapping[int, RunProfile], abnorm_thd: float = DE
         weak, ideal_note = infer_weak(scales, y_total, is_mpi | startup)
     # the spread between repetitions and the Poisson error of sampled times are noise, not growth
     fits = fit_models(scales, y_total, reps=sm.y_reps, se=sm.y_se)
-    fits_max = fit_models(scales, y_max)
+    fits_max = fit_models(scales, y_max, se=sm.y_max_se)
     multi = len(scales) >= 2
     loss_total = scaling_loss(scales, y_total, weak)[:, -1] if multi else np.zeros(nc)
     loss_own = scaling_loss(scales, y_own, weak)[:, -1] if multi else np.zeros(nc)
