@@ -41,9 +41,17 @@ void sg_fn_exit(void);
  * [struct sg_dep_record  [ndeps]]
  * [struct sg_comm_record [ncomms]]
  * [int32  members  [nmembers]]    world ranks of each communicator, in comm-rank order
+ * [struct sg_thread_section]       (format 3) OpenMP threads, counted while the OMPT tool ran (else 0, 0):
+ * [struct sg_thread_info [nthreads]]  one per thread (pool slot): role, team index, idle/spin time
+ * [struct sg_thread_row  [nrows]]     its per-vertex values, rows with any value only (sparse: a
+ *                                     thread's rows are at most nvertices, however long the run)
  * checksum: CRC-32 (zlib's) over the whole file with the checksum field set to 0. */
 enum {
-    SG_FILE_VERSION = 2,
+    SG_FILE_VERSION = 3,       /* 3: the OpenMP thread section; version 2 files (without it) still load */
+    SG_THREAD_ARRAYS = 4,      /* per-thread [nvertices] arrays: samples, cpu_ns, mpi_ns, barrier_ns */
+    SG_ROLE_MASTER = 1,        /* sg_thread_info.role: ran implicit tasks as thread 0 (or is the initial thread) */
+    SG_ROLE_WORKER = 2,        /* an OpenMP worker thread */
+    SG_ROLE_OTHER = 3,         /* another thread the OpenMP runtime reported */
     SG_VERTEX_ARRAYS = 8,      /* uint64 [nvertices] arrays besides the counters */
     SG_MAX_COUNTERS = 4,
     SG_NAME_LEN = 32,
@@ -97,6 +105,30 @@ struct sg_comm_record {
     int32_t id, size;
     uint32_t offset;            /* index of its first member in the members array */
     uint32_t reserved;
+};
+
+struct sg_thread_section {
+    char magic[8];              /* "SGTHRD\0\0" */
+    uint32_t nthreads, nrows;
+};
+
+struct sg_thread_info {         /* same layout as scalgraph.io.profile_file.THREAD_INFO_DTYPE */
+    int32_t slot;               /* the shim's thread slot (a slot a finished thread gave back is reused) */
+    uint32_t role;              /* SG_ROLE_* */
+    int32_t team_index;         /* thread number in the last team it worked in (omp_get_thread_num) */
+    uint32_t reserved;
+    uint64_t tasks;             /* implicit tasks (parallel regions) it ran */
+    uint64_t idle_ns;           /* a worker's wall time outside implicit tasks (no parallel region to work in) */
+    uint64_t spin_ns;           /* CPU its samples charged while it waited at a barrier (not in cpu_ns) */
+};
+
+struct sg_thread_row {          /* same layout as scalgraph.io.profile_file.THREAD_ROW_DTYPE */
+    uint32_t thread;            /* index into the sg_thread_info records */
+    uint32_t vertex;
+    uint64_t samples;           /* samples taken on this thread here (not while waiting at a barrier) */
+    uint64_t cpu_ns;            /* thread CPU those samples were charged */
+    uint64_t mpi_ns;            /* wall time of the MPI calls this thread made here */
+    uint64_t barrier_ns;        /* wall time it waited at OpenMP barriers that began here */
 };
 
 /* ---- MPI-free core, exported for the PMPI layer and for unit tests through cffi ---- */

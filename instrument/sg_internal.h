@@ -11,6 +11,18 @@
 
 enum { SG_STACK_MAX = 256, SG_MAX_THREADS = 64 };
 
+/* What the profile keeps per OpenMP thread (pool slot), beside the per-rank arrays (sg_threads.c). */
+struct sg_omp_thread {
+    uint64_t *arrays;        /* [SG_THREAD_ARRAYS][nv]: samples, cpu_ns, mpi_ns, barrier_ns; NULL if none */
+    uint32_t nv;
+    int32_t role;            /* SG_ROLE_* */
+    int32_t team_index;      /* its thread number in the last team it ran an implicit task of */
+    volatile int waiting;    /* inside an OpenMP barrier wait (samples then go to spin_ns) */
+    uint32_t wait_vertex;    /* where that wait began */
+    uint64_t wait_t0, idle_t0;
+    uint64_t idle_ns, spin_ns, tasks;
+};
+
 /* One per thread, from a preallocated pool (no malloc, no TLS beyond one pointer, so the core
  * library can also be dlopened by the tests). */
 struct sg_thread {
@@ -26,6 +38,7 @@ struct sg_thread {
     uint64_t sample_cpu;     /* thread CPU ns at its previous sample (what the next one is charged from) */
     uint64_t mpi_end_wall;   /* sg_now_ns() when its previous MPI call returned (or the thread was first seen) */
     uint64_t mpi_end_cpu;    /* its thread CPU ns then */
+    struct sg_omp_thread omp; /* its OpenMP profile (sg_threads.c), filled while the OMPT tool runs */
     struct { int32_t inst; uint32_t local; } stack[SG_STACK_MAX];
 };
 
@@ -81,6 +94,16 @@ void sg_sampler_report(int rank) SG_HIDDEN;          /* one line on rank 0 if pe
 uint32_t sg_affinity_cores(void) SG_HIDDEN;          /* CPUs this process may run on */
 uint32_t sg_counter_count(void) SG_HIDDEN;
 const char *sg_counter_name(uint32_t i) SG_HIDDEN;
+
+/* OpenMP threads' own profile (sg_threads.c): per (vertex, thread) samples, CPU, MPI and barrier time */
+void sg_threads_attach(struct sg_thread *t, int32_t role) SG_HIDDEN;   /* OMPT: t is an OpenMP thread */
+void sg_threads_sample(struct sg_thread *t, uint32_t vertex, uint64_t cpu_ns) SG_HIDDEN;
+void sg_threads_mpi(struct sg_thread *t, uint32_t vertex, uint64_t ns) SG_HIDDEN;
+void sg_threads_task(struct sg_thread *t, int begin, uint32_t index) SG_HIDDEN;   /* outermost implicit task */
+void sg_threads_wait(struct sg_thread *t, int begin, int join) SG_HIDDEN;   /* barrier wait (join: region's end) */
+void sg_threads_count(uint32_t *nthreads, uint32_t *nrows) SG_HIDDEN;   /* what the file section will hold */
+uint64_t sg_threads_section_size(uint32_t nthreads, uint32_t nrows) SG_HIDDEN;
+void sg_threads_write(void (*put)(const void *data, size_t len), uint32_t nthreads, uint32_t nrows) SG_HIDDEN;
 
 /* a number from the environment in [lo, hi]; anything else says so on stderr and gives `fallback` */
 double sg_env_number(const char *name, double fallback, double lo, double hi) SG_HIDDEN;

@@ -15,6 +15,9 @@
  *    between MPI calls is the CPU of all its threads, as its samples are.  (With several threads
  *    calling MPI, it goes to whichever calls first.)
  *
+ *  - the profile's thread dimension (sg_threads.c): each OpenMP thread's role, its implicit tasks (idle
+ *    time of workers between them) and its barrier waits (sync_region_wait), per vertex.
+ *
  * SCALGRAPH_OMPT=0 declines the tool (libomp then runs without OMPT), and so does a set OMP_TOOL_LIBRARIES:
  * the user's own tool then gets the runtime, as it would without scalgraph (one tool per program). */
 #include "sg_internal.h"
@@ -53,9 +56,11 @@ static void charge_worker_cpu(void) {
 }
 
 static void on_thread_begin(int thread_type, ompt_data_t *thread_data) {
-    (void)thread_type;
     thread_data->value = 0;
-    (void)sg_thread_self();   /* slot + sampling event for this thread */
+    struct sg_thread *t = sg_thread_self();   /* slot + sampling event for this thread */
+    sg_threads_attach(t, thread_type == ompt_thread_initial  ? SG_ROLE_MASTER
+                         : thread_type == ompt_thread_worker ? SG_ROLE_WORKER
+                                                             : SG_ROLE_OTHER);
 }
 
 static void on_parallel_begin(ompt_data_t *encountering_task_data, const void *frame, ompt_data_t *parallel_data,
@@ -70,6 +75,7 @@ static void on_implicit_task(int endpoint, ompt_data_t *parallel_data, ompt_data
     (void)actual_parallelism;
     if (flags & ompt_task_initial)
         return;
+    int outermost = index == 0 || task_depth_ == (endpoint == ompt_scope_begin ? 0u : 1u);
     if (index != 0 && endpoint == ompt_scope_begin && task_depth_++ == 0)
         task_cpu0_ = sg_thread_cpu_ns();
     else if (index != 0 && endpoint == ompt_scope_end && task_depth_ > 0 && --task_depth_ == 0)
@@ -77,6 +83,8 @@ static void on_implicit_task(int endpoint, ompt_data_t *parallel_data, ompt_data
     struct sg_thread *t = sg_thread_self();
     if (!t->tracked)
         return;
+    if (outermost)
+        sg_threads_task(t, endpoint == ompt_scope_begin, index);
     if (endpoint == ompt_scope_begin) {
         /* the master (index 0) is in the fork's context already */
         if (index == 0 || parallel_data == NULL || parallel_data->value == 0 || t->depth != 0) {
@@ -99,6 +107,18 @@ static void on_sync_region(int kind, int endpoint, ompt_data_t *parallel_data, o
         charge_worker_cpu();
 }
 
+/* waiting at a barrier (the thread's profile keeps the time per vertex and its spinning apart) */
+static void on_sync_region_wait(int kind, int endpoint, ompt_data_t *parallel_data, ompt_data_t *task_data,
+                                const void *codeptr_ra) {
+    (void)parallel_data; (void)task_data; (void)codeptr_ra;
+    int barrier = (kind >= ompt_sync_region_barrier && kind <= ompt_sync_region_barrier_implementation) ||
+                  kind == ompt_sync_region_barrier_implicit_workshare ||
+                  kind == ompt_sync_region_barrier_implicit_parallel;
+    struct sg_thread *t = sg_thread_peek();
+    if (barrier && t != NULL)
+        sg_threads_wait(t, endpoint == ompt_scope_begin, kind == ompt_sync_region_barrier_implicit_parallel);
+}
+
 static int ompt_initialize(ompt_function_lookup_t lookup, int initial_device_num, ompt_data_t *tool_data) {
     (void)initial_device_num; (void)tool_data;
     ompt_set_callback_t set_callback = (ompt_set_callback_t)lookup("ompt_set_callback");
@@ -108,6 +128,8 @@ static int ompt_initialize(ompt_function_lookup_t lookup, int initial_device_num
     set_callback(ompt_callback_parallel_begin, (ompt_callback_t)on_parallel_begin);
     set_callback(ompt_callback_implicit_task, (ompt_callback_t)on_implicit_task);
     set_callback(ompt_callback_sync_region, (ompt_callback_t)on_sync_region);
+    set_callback(ompt_callback_sync_region_wait, (ompt_callback_t)on_sync_region_wait);
+    sg_threads_attach(sg_thread_self(), SG_ROLE_MASTER);   /* the thread that starts the runtime */
     return 1;
 }
 

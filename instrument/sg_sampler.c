@@ -77,6 +77,8 @@ static inline uint64_t process_cpu_ns(void) { return sg_cpu_clock_ns(CLOCK_PROCE
 static void sample(struct sg_thread *t, uint64_t cpu_ns) {
     uint32_t v = sg_add_sample(sg_vertex_of(t), cpu_ns);
     __atomic_fetch_add(&nsamples_, 1, __ATOMIC_RELAXED);
+    if (t != NULL && t->omp.arrays != NULL)   /* an OpenMP thread: its own row too (sg_threads.c) */
+        sg_threads_sample(t, v, cpu_ns);
     if (sg_trace_on)
         sg_trace_sample(t, v);
     uint32_t nv = sg_nvertices();

@@ -166,6 +166,8 @@ void sg_mpi_leave(struct sg_thread *t, uint32_t vertex, uint64_t t0, uint64_t dt
     sg_record_mpi(vertex, dt, waiting);
     if (!t->tracked)
         return;   /* the shared slot of threads beyond the pool: no per-thread clocks */
+    if (t->omp.arrays != NULL)   /* an OpenMP thread: its own row too (sg_threads.c) */
+        sg_threads_mpi(t, vertex, dt);
     uint64_t end = t0 + dt, cpu1 = cpu0 + dt;
     if (dt >= sg_cpu_read_min_ns) {
         cpu1 = sg_thread_cpu_ns();

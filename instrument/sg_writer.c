@@ -140,7 +140,7 @@ int sg_open_temp(const char *final, char *tmp, size_t cap) {
     return -1;
 }
 
-static void fill_header(struct sg_file_header *h, uint32_t flags, uint32_t nv, uint32_t ndeps) {
+static void fill_header(struct sg_file_header *h, uint32_t flags, uint32_t nv, uint32_t ndeps, uint64_t thread_bytes) {
     memset(h, 0, sizeof *h);
     memcpy(h->magic, "SGPROF\0\0", 8);
     h->version = SG_FILE_VERSION;
@@ -176,8 +176,10 @@ static void fill_header(struct sg_file_header *h, uint32_t flags, uint32_t nv, u
     h->sampled_cpu = sg_run.sampled_cpu;
     h->file_size = sizeof *h + (uint64_t)nv * 8 * (SG_VERTEX_ARRAYS + h->ncounters) +
                    (uint64_t)ndeps * sizeof(struct sg_dep_record) +
-                   (uint64_t)h->ncomms * sizeof(struct sg_comm_record) + (uint64_t)h->nmembers * 4;
+                   (uint64_t)h->ncomms * sizeof(struct sg_comm_record) + (uint64_t)h->nmembers * 4 + thread_bytes;
 }
+
+static void put_out(const void *data, size_t len) { out_put(&out_, data, len); }
 
 /* Write <dir>/rank-<r>.sgp through a temporary name, so the file is complete or absent.
  * Returns 0 on success. A forked child (other pid) never writes. */
@@ -215,8 +217,10 @@ int sg_write_profile(const char *dir, uint32_t flags) {
 
     uint32_t nv = sg_nvertices();
     uint32_t ndeps = sg_dep_snapshot(dep_buf_, DEP_MAX);
+    uint32_t nthreads, nthread_rows;
+    sg_threads_count(&nthreads, &nthread_rows);
     struct sg_file_header h;
-    fill_header(&h, flags, nv, ndeps);
+    fill_header(&h, flags, nv, ndeps, sg_threads_section_size(nthreads, nthread_rows));
     out_put(o, &h, sizeof h);
     out_put(o, sg_samples, (size_t)nv * 8);
     out_put(o, sg_calls, (size_t)nv * 8);
@@ -234,6 +238,7 @@ int sg_write_profile(const char *dir, uint32_t flags) {
         out_put(o, &r, sizeof r);
     }
     out_put(o, sg_members(), (size_t)h.nmembers * 4);
+    sg_threads_write(put_out, nthreads, nthread_rows);
     out_flush(o);
     uint64_t sum = (uint64_t)(o->crc ^ 0xFFFFFFFFu);
     if (!o->failed &&

@@ -14,9 +14,11 @@ import numpy as np
 from scalgraph.errors import UserError
 from scalgraph.io.safe_read import read_regular
 from scalgraph.model.profile import DEP_DTYPE, RunProfile
+from scalgraph.model.threads import ROW_DTYPE, THREAD_DTYPE, ThreadProfile, concatenate
 
 MAGIC = b"SGPROF\0\0"
-VERSION = 2
+VERSION = 3
+READABLE = (2, 3)          # format 2 is format 3 without the OpenMP thread section
 SAMPLERS = ("off", "task-clock", "itimer")   # sg_file_header.sampler (SG_SAMPLER_*)
 VERTEX_ARRAYS = ("samples", "calls", "time_ns", "wait_ns")            # before the counters
 VERTEX_ARRAYS_2 = ("sample_ns", "comp_wall_ns", "comp_cpu_ns", "mpi_cpu_ns")   # after them (format 2)
@@ -37,6 +39,13 @@ HEADER_DTYPE = np.dtype([
     ("cores", "<u4"), ("ranks_on_host", "<u4"), ("hz_delivered", "<f8"), ("sampled_cpu", "<f8"),
 ])
 COMM_DTYPE = np.dtype([("id", "<i4"), ("size", "<i4"), ("offset", "<u4"), ("reserved", "<u4")])
+# format 3's thread section (struct sg_thread_section, sg_thread_info, sg_thread_row)
+THREAD_MAGIC = b"SGTHRD\0\0"
+THREAD_SECTION_DTYPE = np.dtype([("magic", "S8"), ("nthreads", "<u4"), ("nrows", "<u4")])
+THREAD_INFO_DTYPE = np.dtype([("slot", "<i4"), ("role", "<u4"), ("team_index", "<i4"), ("reserved", "<u4"),
+                              ("tasks", "<u8"), ("idle_ns", "<u8"), ("spin_ns", "<u8")])
+THREAD_ROW_DTYPE = np.dtype([("thread", "<u4"), ("vertex", "<u4"), ("samples", "<u8"), ("cpu_ns", "<u8"),
+                             ("mpi_ns", "<u8"), ("barrier_ns", "<u8")])
 _CHECKSUM_AT = HEADER_DTYPE.fields["checksum"][1]
 _RANK_FILE = re.compile(r"rank-(\d+)\.sgp$")
 
@@ -48,15 +57,15 @@ def read_rank_file(path) -> dict:
     if data[:8] != MAGIC:
         raise UserError(f"{path} is not a scalgraph profile (wrong magic); remove it and rerun the program")
     version = int.from_bytes(data[8:12], "little") if len(data) >= 12 else VERSION
-    if version != VERSION:   # checked first: an older header is shorter
+    if version not in READABLE:   # checked first: an older header is shorter
         raise UserError(f"{path} has profile format version {version}; this scalgraph reads "
-                        f"version {VERSION}: rerun the program with this scalgraph's shim")
+                        f"versions {READABLE[0]}-{READABLE[-1]}: rerun the program with this scalgraph's shim")
     if len(data) < HEADER_DTYPE.itemsize:
         raise UserError(f"{path} is truncated ({len(data)} bytes, shorter than its header); rerun the program")
     h = np.frombuffer(data, HEADER_DTYPE, count=1)[0]
     if int(h["header_size"]) != HEADER_DTYPE.itemsize:
         raise UserError(f"{path} has a header of {int(h['header_size'])} bytes, not {HEADER_DTYPE.itemsize} as "
-                        f"format version {VERSION} says; rerun the program with this scalgraph's shim")
+                        f"format version {version} says; rerun the program with this scalgraph's shim")
     if int(h["file_size"]) != len(data):
         raise UserError(f"{path} is truncated ({len(data)} of {int(h['file_size'])} bytes); rerun the program")
     zeroed = data[:_CHECKSUM_AT] + bytes(8) + data[_CHECKSUM_AT + 8:]
@@ -66,6 +75,15 @@ def read_rank_file(path) -> dict:
     nd, ncm, nm = int(h["ndeps"]), int(h["ncomms"]), int(h["nmembers"])
     expected = (HEADER_DTYPE.itemsize + nv * 8 * (len(VERTEX_ARRAYS + VERTEX_ARRAYS_2) + nc) + nd * DEP_DTYPE.itemsize
                 + ncm * COMM_DTYPE.itemsize + nm * 4)
+    section = None
+    if version >= 3 and len(data) >= expected + THREAD_SECTION_DTYPE.itemsize:
+        section = np.frombuffer(data, THREAD_SECTION_DTYPE, count=1, offset=expected)[0]
+        if section["magic"] != THREAD_MAGIC.rstrip(b"\0"):
+            raise UserError(f"{path} is inconsistent (no thread section where format 3 has it); rerun the program")
+        expected += (THREAD_SECTION_DTYPE.itemsize + int(section["nthreads"]) * THREAD_INFO_DTYPE.itemsize
+                     + int(section["nrows"]) * THREAD_ROW_DTYPE.itemsize)
+    elif version >= 3:
+        expected += THREAD_SECTION_DTYPE.itemsize
     if expected != len(data):
         raise UserError(f"{path} is inconsistent (its counts do not add up to its size); rerun the program")
     off = HEADER_DTYPE.itemsize
@@ -88,6 +106,11 @@ def read_rank_file(path) -> dict:
     rec["deps"] = take(DEP_DTYPE, nd)
     rec["comms"] = take(COMM_DTYPE, ncm)
     rec["members"] = take("<i4", nm)
+    rec["threads"] = None
+    if section is not None:
+        off += THREAD_SECTION_DTYPE.itemsize
+        rec["threads"] = _threads(take(THREAD_INFO_DTYPE, int(section["nthreads"])),
+                                  take(THREAD_ROW_DTYPE, int(section["nrows"])), int(h["rank"]), nv, path)
     if not 1 <= rec["nranks"] <= MAX_RANKS or rec["nranks"] * nv > MAX_CELLS:
         raise UserError(f"{path} claims {rec['nranks']} ranks of {nv} vertices, more than any run has; "
                         "the file is damaged or forged: rerun the program")
@@ -118,11 +141,32 @@ def _check_deps(deps: np.ndarray, nranks: int, nv: int, path) -> None:
                         "rerun the program")
 
 
+def _threads(info: np.ndarray, rows: np.ndarray, rank: int, nv: int, path) -> ThreadProfile | None:
+    """The thread section of one rank file as a ThreadProfile in seconds (None: no OpenMP thread)."""
+    if len(info) == 0:
+        return None
+    if len(rows) and (int(rows["thread"].max()) >= len(info) or int(rows["vertex"].max()) >= nv):
+        raise UserError(f"{path}: a thread row names a thread or vertex the file does not have; the file is "
+                        "damaged: rerun the program")
+    threads = np.zeros(len(info), THREAD_DTYPE)
+    threads["rank"] = rank
+    for name in ("slot", "role", "team_index", "tasks"):
+        threads[name] = info[name]
+    threads["idle"], threads["spin"] = info["idle_ns"] * 1e-9, info["spin_ns"] * 1e-9
+    used = rows[(rows["samples"] | rows["cpu_ns"] | rows["mpi_ns"] | rows["barrier_ns"]) != 0]
+    out = np.zeros(len(used), ROW_DTYPE)
+    out["thread"], out["vertex"], out["samples"] = used["thread"], used["vertex"], used["samples"]
+    out["cpu"], out["mpi"], out["barrier"] = used["cpu_ns"] * 1e-9, used["mpi_ns"] * 1e-9, used["barrier_ns"] * 1e-9
+    return ThreadProfile(threads, out)
+
+
 def write_rank_file(path, nvertices: int, arrays: dict, *, deps=None, comms=None, members=None,
-                    **header) -> None:
+                    threads: ThreadProfile | None = None, version: int = VERSION, **header) -> None:
     """Write one rank file in this format (synthetic experiments and tests; the shim writes its own).
     arrays: name -> [nvertices] integers for the names of VERTEX_ARRAYS and VERTEX_ARRAYS_2 (missing
-    ones are 0); header: HEADER_DTYPE fields (rank, nranks, hz, flags, psg_hash as bytes, ...)."""
+    ones are 0); threads: this rank's threads (format 3; their `rank` field is ignored); version 2
+    writes the older format without the thread section; header: HEADER_DTYPE fields (rank, nranks, hz,
+    flags, psg_hash as bytes, ...)."""
     deps = np.zeros(0, DEP_DTYPE) if deps is None else np.asarray(deps, DEP_DTYPE)
     comms = np.zeros(0, COMM_DTYPE) if comms is None else np.asarray(comms, COMM_DTYPE)
     members = np.zeros(0, "<i4") if members is None else np.asarray(members, "<i4")
@@ -132,14 +176,34 @@ def write_rank_file(path, nvertices: int, arrays: dict, *, deps=None, comms=None
 
     body = b"".join([*(column(n).tobytes() for n in VERTEX_ARRAYS), *(column(n).tobytes() for n in VERTEX_ARRAYS_2),
                      deps.tobytes(), comms.tobytes(), members.tobytes()])
+    if version >= 3:
+        body += _thread_section(threads)
     h = np.zeros(1, HEADER_DTYPE)
-    h["magic"], h["version"], h["header_size"] = MAGIC, VERSION, HEADER_DTYPE.itemsize
+    h["magic"], h["version"], h["header_size"] = MAGIC, version, HEADER_DTYPE.itemsize
     h["nvertices"], h["ndeps"], h["ncomms"], h["nmembers"] = nvertices, len(deps), len(comms), len(members)
     h["file_size"] = HEADER_DTYPE.itemsize + len(body)
     for key, value in header.items():
         h[key] = value
     h["checksum"] = zlib.crc32(h.tobytes() + body)
     pathlib.Path(path).write_bytes(h.tobytes() + body)
+
+
+def _thread_section(threads: ThreadProfile | None) -> bytes:
+    n = 0 if threads is None else len(threads.threads)
+    rows = np.zeros(0, ROW_DTYPE) if threads is None else threads.rows
+    sec = np.zeros(1, THREAD_SECTION_DTYPE)
+    sec["magic"], sec["nthreads"], sec["nrows"] = THREAD_MAGIC, n, len(rows)
+    info = np.zeros(n, THREAD_INFO_DTYPE)
+    out = np.zeros(len(rows), THREAD_ROW_DTYPE)
+    if n:
+        for name in ("slot", "role", "team_index", "tasks"):
+            info[name] = threads.threads[name]
+        info["idle_ns"] = np.rint(threads.threads["idle"] * 1e9)
+        info["spin_ns"] = np.rint(threads.threads["spin"] * 1e9)
+        out["thread"], out["vertex"], out["samples"] = rows["thread"], rows["vertex"], rows["samples"]
+        for ns, sec_name in (("cpu_ns", "cpu"), ("mpi_ns", "mpi"), ("barrier_ns", "barrier")):
+            out[ns] = np.rint(rows[sec_name] * 1e9)
+    return sec.tobytes() + info.tobytes() + out.tobytes()
 
 
 def written_by(flags: int) -> str:
@@ -207,7 +271,7 @@ def read_run(directory) -> RunProfile:
     flags = by_rank("flags")
     samplers = by_rank("sampler_name")
     meta = {
-        "format_version": VERSION,
+        "format_version": max(rec["version"] for rec in recs),
         **sampler_meta(recs),
         "samplers": samplers,
         "cores": by_rank("cores"),
@@ -229,7 +293,8 @@ def read_run(directory) -> RunProfile:
         "directory": str(directory),
     }
     return RunProfile(nranks, nv, psg_hash, time, samples, calls, wait, deps, comm_members, counters, meta,
-                      comp_wall=comp_wall, comp_cpu=comp_cpu, mpi_cpu=mpi_cpu)
+                      comp_wall=comp_wall, comp_cpu=comp_cpu, mpi_cpu=mpi_cpu,
+                      threads=concatenate([rec["threads"] for rec in recs]))
 
 
 def sampler_meta(recs: list[dict]) -> dict:
@@ -277,4 +342,4 @@ def _peek_header(path: pathlib.Path):
     if len(data) < HEADER_DTYPE.itemsize or data[:8] != MAGIC:
         return None
     h = np.frombuffer(data, HEADER_DTYPE, count=1)[0]
-    return h if int(h["version"]) == VERSION else None
+    return h if int(h["version"]) in READABLE else None
