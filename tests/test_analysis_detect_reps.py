@@ -77,3 +77,22 @@ def test_slowest_rank_series_carries_its_own_sampling_error():
     assert np.isclose(sm.y_max[c, 2], 4.0) and np.isclose(sm.y_max_se[c, 2], np.sqrt(4000) / HZ)
     assert np.isclose(sm.y_se[c, 2], np.sqrt(3000 * 7 + 4000) / HZ / 8)     # the mean's: all ranks' samples
     assert sm.y_reps is None
+
+
+def test_scalgraph_detect_on_an_experiment_directory_with_repetitions(tmp_path, capsys):
+    """The same through the files `scalgraph run --reps 3` writes and the `detect` command."""
+    import json
+
+    from scalgraph import cli
+    from test_detect_cli import write_synthetic_experiment
+    flat_reps = {2: [3.0, 2.7, 3.3], 4: [3.1, 2.8, 3.4], 8: [3.2, 2.9, 3.5], 16: [3.3, 3.0, 3.6]}
+    psg, runs, v_flat, v_grow = experiment({p: [1.0] for p in SCALES}, {p: [1.0] for p in SCALES})
+
+    def disturb(p, k, prof):
+        prof.time[:, v_flat] = flat_reps[p][k]
+        prof.time[:, v_grow] = (1 + 0.1 * p) * (1.0, 0.99, 1.01)[k]
+
+    exp = write_synthetic_experiment(tmp_path / "exp", psg, runs, reps=3, disturb=disturb)
+    assert cli.main(["detect", str(exp), "--json"]) == 0
+    found = models(json.loads(capsys.readouterr().out))
+    assert "*" not in found[v_flat] and found[v_grow].endswith("* p")
