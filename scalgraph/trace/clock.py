@@ -348,6 +348,20 @@ def _forward(t: np.ndarray, flat, lm: LogicalMessages, p: ClockParams):
     return out if out is not None else _forward_events(t, flat, lm, p)
 
 
+def _ranges(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """The indices start..end-1 of every [start, end) range, concatenated."""
+    lens = ends - starts
+    keep = lens > 0
+    starts, lens = starts[keep], lens[keep]
+    if len(lens) == 0:
+        return np.zeros(0, np.int64)
+    out = np.ones(int(lens.sum()), np.int64)
+    out[0] = starts[0]
+    heads = np.cumsum(lens[:-1])
+    out[heads] = starts[1:] - (starts[:-1] + lens[:-1] - 1)
+    return np.cumsum(out)
+
+
 def _forward_rounds(t: np.ndarray, flat, lm: LogicalMessages, p: ClockParams, max_rounds: int = MAX_ROUNDS):
     n = len(t)
     off = flat.offsets
@@ -540,7 +554,13 @@ def _forward_events(t: np.ndarray, flat, lm: LogicalMessages, p: ClockParams):
 
 def _backward(c: np.ndarray, flat, lm: LogicalMessages, jumps, p: ClockParams) -> None:
     """Backward amortisation in place: a ramp before each jump that keeps every logical send at or
-    below its bound = min over its receivers of C(recv) - l_min."""
+    below its bound = min over its receivers of C(recv) - l_min.
+
+    A location's jumps are applied in forward order, each on the times its predecessors left; a
+    jump whose ramp (from its left corner t_L to the jump) cannot reach a predecessor's receive
+    does not depend on it.  So the jumps form chains of overlapping ramps; the chains are
+    independent and touch disjoint events, and step k of every chain is done at once (vectorised
+    over the chains) with exactly the arithmetic of one jump at a time."""
     if not jumps:
         return
     bound = np.full(len(c), np.inf)
@@ -550,40 +570,103 @@ def _backward(c: np.ndarray, flat, lm: LogicalMessages, jumps, p: ClockParams) -
         set_id = np.repeat(np.arange(lm.nsets), np.diff(lm.set_ptr))
         np.minimum.at(bound, lm.set_members, set_min_recv[set_id] - lm.set_lmin[set_id])
     is_send = np.isfinite(bound)
-    for g, delta, r_star in jumps:                   # forward order per rank (jumps were recorded so)
-        r = int(flat.rank[g])
-        lo = int(flat.offsets[r])
-        t_first = c[lo]
-        m = p.slope
-        t_left = r_star - delta / m
-        if t_left < t_first:
-            t_left = t_first
-            if r_star - t_left <= 0:
-                continue
-            m = delta / (r_star - t_left)
-        hi = g                                        # ramp covers events before hi
-        while delta > 0:
-            seg = c[lo:hi]
-            first = lo + int(np.searchsorted(seg, t_left, side="right"))
-            cand = first + np.flatnonzero(is_send[first:hi] & (c[first:hi] < r_star))
-            best, best_m = -1, m
-            if len(cand):
-                slack = bound[cand] - c[cand]
-                mi = (delta - slack) / (r_star - c[cand])
-                k = int(np.argmax(mi))
-                if mi[k] > m:
-                    best, best_m = int(cand[k]), float(mi[k])
-            if best < 0:
-                c[first:hi] += m * (c[first:hi] - t_left)
-                break
-            s_old = c[best]
-            d_star = max(bound[best] - s_old, 0.0)
-            c[best:hi] += d_star + best_m * (c[best:hi] - s_old)
-            if d_star <= 0 or s_old <= t_left:
-                break
-            hi, r_star, delta, m = best, s_old, d_star, d_star / (s_old - t_left)
+    g, delta, r_star = (np.array(x) for x in zip(*jumps))
+    order = np.argsort(g, kind="stable")               # by location, forward within each
+    g, delta, r_star = g[order].astype(np.int64), delta[order].astype(float), r_star[order].astype(float)
+    rank = flat.rank[g]
+    lo = flat.offsets[rank].astype(np.int64)
+    t_first = c[lo]
+    m = np.full(len(g), p.slope)
+    t_left = r_star - delta / p.slope
+    clamp = t_left < t_first
+    t_left[clamp] = t_first[clamp]
+    idle = clamp & (r_star - t_left <= 0)               # nothing before the jump to ramp
+    m[clamp & ~idle] = delta[clamp & ~idle] / (r_star[clamp & ~idle] - t_left[clamp & ~idle])
+    # chains: a jump starts a new one when no later jump of its location reaches back past the
+    # previous jump's receive (which no ramp before this jump has moved)
+    reach = t_left.copy()
+    for a, b in _rank_runs(rank):
+        reach[a:b] = np.minimum.accumulate(reach[a:b][::-1])[::-1]
+    new_chain = np.ones(len(g), bool)
+    same = rank[1:] == rank[:-1]
+    new_chain[1:] = ~same | (reach[1:] >= c[g[:-1]])
+    chain = np.cumsum(new_chain) - 1
+    step = np.arange(len(g)) - np.flatnonzero(new_chain)[chain]
+    by_step = np.argsort(step, kind="stable")
+    bounds = np.searchsorted(step[by_step], np.arange(int(step.max()) + 2))
+    for k in range(len(bounds) - 1):
+        items = by_step[bounds[k]:bounds[k + 1]]
+        items = items[~idle[items]]
+        _ramp_all(c, bound, is_send, lo[items], g[items].copy(), t_left[items], r_star[items].copy(),
+                  delta[items].copy(), m[items].copy())
     # Where two ramp pieces meet, equal stamps can come out one rounding step apart (only with
     # delta = 0); keep each location's order exactly.
     for r in range(flat.nranks):
         seg = c[flat.offsets[r]:flat.offsets[r + 1]]
         np.maximum.accumulate(seg, out=seg)
+
+
+def _rank_runs(rank: np.ndarray):
+    """(start, end) of each run of equal values in a sorted array."""
+    cut = np.flatnonzero(np.diff(rank)) + 1
+    edges = np.concatenate(([0], cut, [len(rank)]))
+    return list(zip(edges[:-1].tolist(), edges[1:].tolist()))
+
+
+def _ramp_all(c, bound, is_send, lo, hi, t_left, r_star, delta, m) -> None:
+    """One ramp per item (independent items, disjoint events), each as the loop of one jump:
+    ramp [first, hi) at slope m from t_left, unless a send would pass its bound: then raise
+    [S*, hi) to keep it there and repeat on the part before S*."""
+    live = np.flatnonzero(delta > 0)
+    while len(live):
+        lo_, hi_, tl = lo[live], hi[live], t_left[live]
+        first = _count_upto(c, lo_, hi_, tl)           # searchsorted(c[lo:hi], t_left, "right")
+        idx = _ranges(first, hi_)
+        owner = np.repeat(np.arange(len(live)), hi_ - first)
+        cand = is_send[idx] & (c[idx] < r_star[live][owner])
+        ci, co = idx[cand], owner[cand]
+        best = np.full(len(live), -1, np.int64)
+        best_m = m[live].copy()
+        if len(ci):
+            slack = bound[ci] - c[ci]
+            mi = (delta[live][co] - slack) / (r_star[live][co] - c[ci])
+            heads = np.flatnonzero(np.concatenate(([True], co[1:] != co[:-1])))
+            top = np.maximum.reduceat(mi, heads)
+            at_top = np.flatnonzero(mi == np.repeat(top, np.diff(np.append(heads, len(co)))))
+            firsts = at_top[np.concatenate(([True], co[at_top][1:] != co[at_top][:-1]))]
+            who = co[firsts]
+            better = mi[firsts] > best_m[who]
+            best[who[better]] = ci[firsts[better]]
+            best_m[who[better]] = mi[firsts[better]]
+        plain = best < 0
+        sel = plain[owner]                              # no binding send: one ramp from t_left
+        e, w = idx[sel], live[owner[sel]]
+        c[e] += m[w] * (c[e] - t_left[w])
+        keep = np.flatnonzero(~plain)
+        if len(keep) == 0:
+            break
+        b = best[keep]
+        s_old = c[b]
+        d_star = np.maximum(bound[b] - s_old, 0.0)
+        e = _ranges(b, hi_[keep])
+        rep = np.repeat(np.arange(len(keep)), hi_[keep] - b)
+        c[e] += d_star[rep] + best_m[keep][rep] * (c[e] - s_old[rep])
+        go = (d_star > 0) & (s_old > tl[keep])
+        nxt = live[keep[go]]
+        hi[nxt], r_star[nxt], delta[nxt] = b[go], s_old[go], d_star[go]
+        m[nxt] = d_star[go] / (s_old[go] - t_left[nxt])
+        live = nxt
+
+
+def _count_upto(c: np.ndarray, lo: np.ndarray, hi: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """For each i: lo_i + the number of c[lo_i:hi_i] <= x_i (c sorted in each range), by a
+    binary search run on all ranges at once."""
+    a, b = lo.copy(), hi.copy()
+    while True:
+        open_ = np.flatnonzero(a < b)
+        if len(open_) == 0:
+            return a
+        mid = (a[open_] + b[open_]) // 2
+        right = c[mid] <= x[open_]
+        a[open_[right]] = mid[right] + 1
+        b[open_[~right]] = mid[~right]
