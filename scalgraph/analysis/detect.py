@@ -28,11 +28,15 @@ writers in scalgraph/io/report.py print.  Definitions the report relies on:
   latency model by the floor (mpi_cost.py); it then costs its own scaling loss.  Nothing at or
   above min_share * T'(P) -> "no scaling problem found".  With thin evidence (evidence_notes.py)
   computation causes must also exceed 3 sampling errors of a typical rank.
+* OpenMP threads (profile format 3, threads.py): threads of a rank that waited at a barrier lead to
+  the last thread in and the construct where it exceeds its team's median most (cost min(excess,
+  wait)); workers idle in the master's serial code lead to that code (cost time x (T-1)/T).
+  `thread_abnormal` lists constructs where a thread exceeds AbnormThd x its team's median.
 
 Each root_causes[] entry keeps file, line, line_last, location, function, kind, name, vertex (the
 instance on the path), rank, cost, path, found_from, ... and adds `construct`, `contexts` (every
 instance: call path, seconds on the cause's rank, the dominant one marked) and `explains`
-({"what": "waiting" | "run time" | "own scaling", "vertex", "rank", "location", "name": where the
+({"what": "waiting" | "run time" | "own scaling" | "thread waiting" | "idle threads", "vertex", "rank", "location", "name": where the
 path started, "waiting": seconds waited there, "seconds": the cost}) and `whatif` (whatif.py: the run
 time with the cause fixed and the gain per scale, the gain extrapolated to 2P and 4P).
 """
@@ -56,6 +60,7 @@ from scalgraph.analysis.mpi_cost import oversubscribed, own_cause_rules, volume_
 from scalgraph.analysis.ppg import build_ppg
 from scalgraph.analysis.scaling import fit_models, scaling_loss
 from scalgraph.analysis.segments import segment_excess
+from scalgraph.analysis.threads import thread_abnormal, thread_abnormal_entry, thread_causes
 from scalgraph.analysis.whatif import RankTimes, predict_fixed, rank_times
 from scalgraph.model.profile import DEP_COLL, RunProfile
 from scalgraph.model.psg import MPI, PSG
@@ -274,6 +279,8 @@ def analyse(psg: PSG, profiles: Mapping[int, RunProfile], abnorm_thd: float = DE
             cause = compute_start_cause(path, cons.cid, excess, lateness, own_comp_loss)
         if cause is not None and floor > 0 and cause.cost >= (floor if is_mpi[cause.construct] else comp_floor):
             found.append(cause)
+    # OpenMP: threads that waited at a barrier for the last one in, workers idle in serial code (threads.py)
+    found += [x for x in thread_causes(psg, cons, prof, comp_floor, startup_v) if x.cost >= comp_floor]
     ranked = keep_costliest(found)[:top]
 
     for x in ranked:
@@ -307,6 +314,8 @@ def analyse(psg: PSG, profiles: Mapping[int, RunProfile], abnorm_thd: float = DE
         "non_scalable": [_construct_brief(psg, cons, c, fits, loss_total, total_time, stats, prof.time)
                          for c in shown_ns],
         "abnormal": [_abnormal_entry(psg, cons, a, prof) for a in abnormal[scales[-1]][:top * 2]],
+        "thread_abnormal": [thread_abnormal_entry(psg, a) for a in
+                            thread_abnormal(psg, cons, prof, abnorm_thd, comp_floor, startup_v)[:top * 2]],
     }
 
 
