@@ -204,6 +204,61 @@ def match_regions(flat: Flat) -> Nesting:
                    cp_parent=np.array(table.parent, np.int64), cp_region=np.array(table.region, np.int64))
 
 
+def depth_after(flat: Flat) -> np.ndarray:
+    """Region nesting depth after each event (0 outside all regions), for all ranks at once: the
+    light part of match_regions, for passes that need the regions of a few events only."""
+    total = np.cumsum(_STEP[flat.ev["kind"]], dtype=np.int64)
+    base = np.concatenate(([0], total))[flat.offsets[:-1]]
+    depth = total - np.repeat(base, np.diff(flat.offsets))
+    if len(depth) and depth.min() < 0:
+        bad = int(np.argmax(depth < 0))
+        rank = int(flat.rank[bad])
+        raise UserError(f"rank {rank}: EXIT without a matching ENTER at event {bad - int(flat.offsets[rank])}; "
+                        f"the trace is corrupt or truncated at the front")
+    return depth
+
+
+def _first_below(depth: np.ndarray, start: np.ndarray, stop: np.ndarray, level: np.ndarray,
+                 backwards: bool) -> np.ndarray:
+    """For each query: the first position from `start` towards `stop` (exclusive; backwards: down
+    to stop) whose depth is below `level`, or -1.  Windows that double in size: region calls are
+    short, so most queries end in the first window."""
+    out = np.full(len(start), -1, np.int64)
+    todo = np.arange(len(start))
+    pos = start.astype(np.int64).copy()
+    width = 4
+    while len(todo):
+        steps = np.arange(width)
+        at = pos[todo, None] - steps if backwards else pos[todo, None] + steps
+        inside = at > stop[todo, None] if backwards else at < stop[todo, None]
+        hit = inside & (depth[np.where(inside, at, 0)] < level[todo, None])
+        found = hit.any(axis=1)
+        out[todo[found]] = at[found, np.argmax(hit[found], axis=1)]
+        more = ~found & inside[:, -1]
+        pos[todo[more]] = at[more, -1] + (-1 if backwards else 1)
+        todo = todo[more]
+        width *= 2
+    return out
+
+
+def exit_of(flat: Flat, depth: np.ndarray, enters: np.ndarray) -> np.ndarray:
+    """The EXIT of each ENTER (global indices; -1 where the region is left open), as
+    match_regions' partner."""
+    enters = np.asarray(enters, np.int64)
+    stop = flat.offsets[flat.rank[enters] + 1]
+    return _first_below(depth, enters + 1, stop, depth[enters], backwards=False)
+
+
+def owner_of(flat: Flat, depth: np.ndarray, events: np.ndarray) -> np.ndarray:
+    """The ENTER of the innermost region open at each event that is neither ENTER nor EXIT
+    (-1 outside all regions), as match_regions' owner: the event after the last one before it
+    whose depth is below its own."""
+    events = np.asarray(events, np.int64)
+    first = flat.offsets[flat.rank[events]]
+    below = _first_below(depth, events - 1, first - 1, depth[events], backwards=True)
+    return np.where(depth[events] > 0, np.where(below >= 0, below + 1, first), -1)
+
+
 def callpath_names(nest: Nesting, regions: list[tm.Region]) -> list[str]:
     """'main/solve/MPI_Recv' for every call path id."""
     names: list[str] = []
@@ -272,6 +327,20 @@ def _packed_keys(skeys: list[np.ndarray], rkeys: list[np.ndarray]) -> tuple[list
 
 def match_messages(flat: Flat, nest: Nesting) -> Messages:
     ev, kind = flat.ev, flat.ev["kind"]
+    send_evt, recv_evt, post_of_recv, unmatched_send, unmatched_recv = pair_messages(flat)
+    return Messages(
+        send_evt=send_evt, recv_evt=recv_evt,
+        send_op=nest.owner[send_evt], recv_op=nest.owner[recv_evt], post_op=nest.owner[post_of_recv],
+        src=flat.rank[send_evt].astype(np.int64), dst=flat.rank[recv_evt].astype(np.int64),
+        tag=ev["tag"][send_evt].astype(np.int64), comm=ev["comm"][send_evt].astype(np.int64),
+        blocking_send=kind[send_evt] == tm.SEND,
+        unmatched_send=unmatched_send, unmatched_recv=unmatched_recv)
+
+
+def pair_messages(flat: Flat):
+    """Sends paired with receives (MPI's non-overtaking rule): send events, receive events, the
+    event that posted each receive, unmatched sends, unmatched receives."""
+    ev, kind = flat.ev, flat.ev["kind"]
     s = np.flatnonzero((kind == tm.SEND) | (kind == tm.ISEND))
     r = np.flatnonzero((kind == tm.RECV) | (kind == tm.IRECV))
     irecv_pair = match_requests(flat, tm.IRECV_REQUEST, tm.IRECV)
@@ -306,13 +375,7 @@ def match_messages(flat: Flat, nest: Nesting) -> Messages:
     unmatched_recv = np.sort(rows[~matched & (side == 1)])
 
     post_of_recv = post_evt[np.searchsorted(r, recv_evt)]     # r is sorted and holds every recv_evt
-    return Messages(
-        send_evt=send_evt, recv_evt=recv_evt,
-        send_op=nest.owner[send_evt], recv_op=nest.owner[recv_evt], post_op=nest.owner[post_of_recv],
-        src=flat.rank[send_evt].astype(np.int64), dst=flat.rank[recv_evt].astype(np.int64),
-        tag=ev["tag"][send_evt].astype(np.int64), comm=ev["comm"][send_evt].astype(np.int64),
-        blocking_send=kind[send_evt] == tm.SEND,
-        unmatched_send=unmatched_send, unmatched_recv=unmatched_recv)
+    return send_evt, recv_evt, post_of_recv, unmatched_send, unmatched_recv
 
 
 # --- collectives -------------------------------------------------------------------------------
