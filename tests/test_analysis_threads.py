@@ -2,6 +2,8 @@
 (scalgraph.analysis.threads), on hand-made profiles whose numbers are worked out in the comments."""
 from __future__ import annotations
 
+import io
+
 import numpy as np
 import pytest
 
@@ -11,6 +13,7 @@ from scalgraph.analysis.detect import analyse
 from scalgraph.analysis.threads import regions, thread_abnormal, thread_causes
 from scalgraph.errors import UserError
 from scalgraph.io.profile_file import read_run, write_rank_file
+from scalgraph.io.report import write_text
 from scalgraph.model.profile import DEP_COLL
 from scalgraph.model.threads import (ROLE_MASTER, ROLE_WORKER, ROW_DTYPE, THREAD_DTYPE, ThreadProfile,
                                      concatenate)
@@ -183,6 +186,11 @@ def test_detect_names_a_thread_imbalance_every_rank_has():
     ta = res["thread_abnormal"]
     assert ta and {a["line"] for a in ta} == {22} and ta[0]["role"] == "worker"
     assert ta[0]["cpu"] == pytest.approx([0.0, 0.6])
+    out = io.StringIO()
+    write_text(res, out, "exp")
+    text = out.getvalue()
+    assert "#1 hy.c:22" in text and "OpenMP thread 1 (worker) of rank" in text and "arrives last" in text
+    assert "OpenMP thread imbalance at p=4" in text and "rank 0 thread 1 (worker): threads' CPU" in text
     # without the thread dimension the same run has no finding
     for prof in runs.values():
         prof.threads = None

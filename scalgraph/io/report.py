@@ -189,6 +189,14 @@ def _explains(c: dict) -> str:
     if what == "run time":
         return (f"rank {c['rank']} spends it beyond the median rank and computes that much longer overall, "
                 "or every rank spends it and it does not shrink with p")
+    if what == "thread waiting":
+        return (f"OpenMP thread {e['thread']} ({e['role']}) of rank {e['rank']} runs it beyond its team's median "
+                f"and arrives last at the barrier of {e['name']} ({e['location']}), where the other threads "
+                f"waited up to {_fmt_s(e['waiting'])}")
+    if what == "idle threads":
+        return (f"the master thread of rank {e['rank']} runs it outside any parallel region while "
+                f"{e['threads'] - 1} other thread(s) idle (Idle Threads {_fmt_s(e['idle_seconds'])}); "
+                f"the cost is what running it on all {e['threads']} threads would save")
     return "cost"
 
 
@@ -221,6 +229,14 @@ def _symptom_label(n: dict, same_place: int) -> str:
 def _write_symptoms(result: dict, w, limit: int = 5) -> None:
     """Where the time is lost (often waiting that the causes above explain)."""
     big = result["scales"][-1]
+    threads = result.get("thread_abnormal") or []
+    if threads:
+        w(f"\nOpenMP thread imbalance at p={big} (a thread above {result['thresholds']['abnorm_thd']} x its team's "
+          "median CPU):\n")
+        for a in threads[:limit]:
+            cpu = " / ".join(_fmt_s(x) for x in a["cpu"])
+            w(f"   {a['location']}  [{a['kind']} {a['name']}]  rank {a['rank']} thread {a['thread']} ({a['role']}): "
+              f"threads' CPU {cpu}, excess {_fmt_s(a['excess'])} over the median\n")
     if not result["non_scalable"]:
         return
     traced = ", the symptoms the causes above were traced from" if result["problem_found"] else ""
