@@ -97,6 +97,23 @@ def test_a_waitall_completes_when_its_latest_message_was_sent():
     assert end_times(fwd.ctx, res.time)[1] == pytest.approx(0.2)
 
 
+def test_a_call_whose_message_was_early_keeps_its_own_part_from_its_entry():
+    """Rank 0 works 3 in solve, then receives a message rank 1 sent at 2 (early: no waiting), and the
+    MPI_Recv still takes 0.5 (its own part); then it sends to rank 1, whose receive waited from 2 and
+    completed 0.1 after that send (the transfer time the trace shows).  Fixing solve (3 -> the lower
+    median 0): rank 0 enters the receive at 0; its own 0.5 runs while it waits for the send at 2, and
+    the message arrives 0.1 after it: max(0 + 0.5, 2 + 0.1) = 2.1 (not 2 + 0.5).  Rank 0 sends at 2.1;
+    rank 1's receive ends max(2 + 0.1, 2.1 + 0.1) = 2.2.  The run: 3.6 -> 2.2."""
+    b = Builder(2)
+    b.enter(0, 0, "main").work(0, 0, 3, "solve").recv(0, 3, 3.5, src=1).send(0, 3.5, 3.5, dst=1).exit(0, 3.5, "main")
+    b.enter(1, 0, "main").work(1, 0, 2, "other").send(1, 2, 2, dst=0).recv(1, 2, 3.6, src=0).exit(1, 3.6, "main")
+    fwd, cp = context(b)
+    assert retime(fwd.ctx, [cp["main/solve"]], np.zeros(2)).time == pytest.approx(fwd.ctx.time)
+    res = retime(fwd.ctx, [cp["main/solve"]], shrink_fractions(fwd.ctx, fwd.excl_time, [cp["main/solve"]]))
+    assert end_times(fwd.ctx, res.time) == pytest.approx([2.1, 2.2])
+    assert res.gain == pytest.approx(1.4)
+
+
 def test_two_verdict_lines_of_one_loop_nest_are_fixed_together():
     """zeusmp: the boundary loop is a LOOP at lines 29-31 on the last rank and a COMP at 30-31 on rank 0
     (two inlined copies); each verdict line's what-if fixes both, so both ranks are shortened."""

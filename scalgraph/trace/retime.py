@@ -6,15 +6,21 @@ time is the previous event's new time plus the gap between them (shortened where
 in a shortened call path on that rank), except at the events that waited for another rank:
 
 * a receive completing (RECV, or IRECV in the Wait/Waitall/Test that completes it), in the MPI call
-  entered at a (MPI_Recv or the Wait), whose receives were sent at s_1..s_k: the call waited until
-  the last of them was sent (or not at all), then took t_e - max(t_a, t_s1..t_sk) to finish.  New:
-      t'_e = max(t'_a, t'_s1, ..., t'_sk) + (t_e - max(t_a, t_s1, ..., t_sk))
-  (a multi-completion stamps all its completions at its end: it waits for its latest message).
-* a collective's end (COLL_END) in instance k, entered at a_q by member q:
-      N x N, barrier, scan:  t'_e = max_q t'_{a_q} + (t_e - max_q t_{a_q})   (everyone waits for the last)
-      1 to N, non-root:      waits for the root's entry likewise;  the root does not wait
-      N to 1, root:          waits for every member;               the others do not wait
+  entered at a (MPI_Recv or the Wait), whose receives were sent at s_1..s_k; the call was ready at
+  r = max(t_a, t_s1..t_sk) and took d = t_e - r after that.  New:
+      t'_e = max(t'_a + d, max_i t'_si + x)
+  where x = d when the call waited for its last message (the time after the send is what the trace
+  shows the transfer takes), and x = min(d, the median d of the receives that waited) when it did not
+  (the trace shows that call's own part only, counted from its entry; when the fix makes its partner
+  late, the own part and the waiting overlap instead of adding up).  A multi-completion stamps all
+  its completions at its end: it waits for its latest message.
+* a collective's end (COLL_END) in instance k, entered at a_q by member q, likewise over the entries
+  it awaits:
+      N x N, barrier, scan:  every member's entry            (everyone waits for the last)
+      1 to N, non-root:      the root's entry;               the root awaits nobody
+      N to 1, root:          every member's entry;           the others await nobody
   (the part after the last awaited entry, the collective's own work, is kept; never negative.)
+  With nothing shortened every event keeps its time.
 
 Sends are taken as not waiting (eager delivery: a Late Receiver's sender keeps its original
 duration), and one-sided operations as local; both are documented limits.  The dependences point
@@ -57,104 +63,150 @@ def shrink_fractions(ctx: ReplayContext, excl: np.ndarray, callpaths: list[int])
         return np.where(per_rank > ref, 1.0 - ref / np.where(per_rank > 0, per_rank, 1.0), 0.0)
 
 
+@dataclass
+class _Deps:
+    """Per synchronising event e (arrays over all events, meaningful where `kind` > 0): what it waits
+    for and how long it took once it could finish."""
+    kind: np.ndarray       # 0 local, 1 receive completion, 2 collective end
+    entry: np.ndarray      # the ENTER of the MPI call e is in
+    start: np.ndarray      # e's partners are partner[start[e]:stop[e]] (sends, or awaited members' entries)
+    stop: np.ndarray
+    partner: np.ndarray
+    own: np.ndarray        # seconds from the call's readiness to e: its own part, counted from its entry
+    transfer: np.ndarray   # seconds from the latest partner to e
+
+
+def _dependences(ctx: ReplayContext) -> _Deps:
+    t = ctx.time
+    n = len(t)
+    entry = ctx.nest.owner
+    kind = np.zeros(n, np.int8)
+    start = np.zeros(n, np.int64)
+    stop = np.zeros(n, np.int64)
+    m = ctx.msgs
+    # receives: a call completing several (a Waitall) waits for all their sends
+    calls = entry[m.recv_evt]
+    order = np.argsort(calls, kind="stable")
+    partner_p2p = m.send_evt[order]
+    call_sorted = calls[order]
+    first = np.searchsorted(call_sorted, calls, "left")
+    last = np.searchsorted(call_sorted, calls, "right")
+    kind[m.recv_evt] = 1
+    start[m.recv_evt], stop[m.recv_evt] = first, last
+    parts = [partner_p2p]
+    base = len(partner_p2p)
+    ev_region, ev_peer = ctx.flat.ev["region"], ctx.flat.ev["peer"]
+    for ci in ctx.colls:
+        members = ci.members.tolist()
+        for k in range(ci.end_evt.shape[0]):
+            ops = ci.op[k]
+            ends = ci.end_evt[k]
+            region = ev_region[ops[0]] if ops[0] >= 0 else -1
+            ckind = int(ctx.region_coll_kind[region]) if region >= 0 else _KIND["nxn"]
+            root = int(ev_peer[ends[0]])
+            root_pos = members.index(root) if root in members else -1
+            present = ops[ops >= 0]
+            for q, e in enumerate(ends.tolist()):
+                if e < 0:
+                    continue
+                if ckind == _KIND["1ton"] and q != root_pos and root_pos >= 0 and ops[root_pos] >= 0:
+                    awaited = ops[root_pos:root_pos + 1]       # a non-root waits for the root
+                elif (ckind == _KIND["1ton"] and q == root_pos) or (ckind == _KIND["nto1"] and q != root_pos):
+                    awaited = present[:0]                       # the root of 1-to-N, a sender of N-to-1
+                else:                                           # N x N, barrier, scan, N-to-1's root
+                    awaited = present
+                kind[e] = 2
+                start[e], stop[e] = base, base + len(awaited)
+                parts.append(awaited)
+                base += len(awaited)
+    partner = np.concatenate(parts).astype(np.int64) if parts else np.zeros(0, np.int64)
+    sync = np.flatnonzero(kind)
+    # readiness in the trace: the call's entry or its latest partner, whichever came later
+    latest = np.full(n, -np.inf)
+    if len(partner):
+        nonempty = sync[stop[sync] > start[sync]]
+        idx = np.repeat(nonempty, stop[nonempty] - start[nonempty])
+        np.maximum.at(latest, idx, t[partner[_ranges(start[nonempty], stop[nonempty])]])
+    waited = np.zeros(n, bool)
+    waited[sync] = latest[sync] > t[entry[sync]]
+    ready = np.where(waited, latest, t[entry])
+    own = np.zeros(n)
+    own[sync] = np.maximum(t[sync] - ready[sync], 0.0)
+    # A call that did not wait shows only its own part, counted from its entry.  How long a transfer
+    # takes after its partner's send (or last entry) is what the calls that waited show: their median.
+    # When the fix makes such a partner late, the call's own part and the waiting overlap.
+    transfer = own.copy()
+    for k in (1, 2):
+        of_kind = sync[kind[sync] == k]
+        seen = of_kind[waited[of_kind]]
+        if len(seen):
+            typical = float(np.median(own[seen]))
+            early = of_kind[~waited[of_kind]]
+            transfer[early] = np.minimum(own[early], typical)
+    return _Deps(kind, entry, start, stop, partner, own, transfer)
+
+
+def _ranges(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """The concatenated index ranges lo[i]:hi[i]."""
+    lengths = hi - lo
+    heads = np.cumsum(lengths) - lengths
+    return np.arange(int(lengths.sum())) - np.repeat(heads - lo, lengths)
+
+
 def retime(ctx: ReplayContext, callpaths: list[int], fraction: np.ndarray) -> Retimed:
     """Re-time the trace with the exclusive time of `callpaths` on rank r cut by fraction[r]."""
     t = ctx.time
-    n = len(t)
     rank = ctx.flat.rank
     off = ctx.flat.offsets
     cut = np.isin(ctx.nest.cp_after, np.asarray(callpaths, np.int64)) & (fraction[rank] > 0)
     gap = ctx.gap * np.where(cut, 1.0 - fraction[rank], 1.0)
-
-    # the events that wait for another rank, and what they wait for
-    dep_kind = np.zeros(n, np.int8)                 # 0 local, 1 receive completion, 2 collective end
-    m = ctx.msgs
-    dep_kind[m.recv_evt] = 1
-    enter_of = ctx.nest.owner                       # the MPI call each completion is in
-    sends_of_call: dict[int, list[int]] = {}        # call ENTER -> the sends its receives complete
-    for e, snd in zip(m.recv_evt.tolist(), m.send_evt.tolist()):
-        sends_of_call.setdefault(int(enter_of[e]), []).append(snd)
-    coll_of: dict[int, tuple[np.ndarray, int, int]] = {}    # COLL_END -> (member op ENTERs, kind, root pos)
-    for ci in ctx.colls:
-        for k in range(ci.end_evt.shape[0]):
-            ops = ci.op[k]
-            ends = ci.end_evt[k]
-            region = ctx.flat.ev["region"][ops[0]] if ops[0] >= 0 else -1
-            kind = int(ctx.region_coll_kind[region]) if region >= 0 else _KIND["nxn"]
-            root = int(ctx.flat.ev["peer"][ends[0]])
-            root_pos = int(np.flatnonzero(ci.members == root)[0]) if root in set(ci.members.tolist()) else -1
-            for q, e in enumerate(ends.tolist()):
-                dep_kind[e] = 2
-                coll_of[e] = (ops, kind, q if root_pos < 0 else root_pos)
-    new = np.empty(n)
-    done = np.zeros(n, bool)
-    sync = [np.flatnonzero(dep_kind[off[r]:off[r + 1]]) + off[r] for r in range(ctx.nranks)]
-    cursor = off[:-1].copy()
-    nxt = [0] * ctx.nranks
-    remaining = int(sum(off[r + 1] - off[r] > 0 for r in range(ctx.nranks)))
-    finished = [off[r + 1] == off[r] for r in range(ctx.nranks)]
+    deps = _dependences(ctx)
+    new = np.empty(len(t))
+    nranks = ctx.nranks
+    sync = [np.flatnonzero(deps.kind[off[r]:off[r + 1]]) + off[r] for r in range(nranks)]
+    cursor = off[:-1].copy()            # rank r's events before cursor[r] have their new times
+    nxt = [0] * nranks
+    finished = [off[r + 1] == off[r] for r in range(nranks)]
+    remaining = nranks - sum(finished)
+    kind, entry, start, stop, partner = deps.kind, deps.entry, deps.start, deps.stop, deps.partner
+    own, transfer = deps.own, deps.transfer
     while remaining:
         progressed = False
-        for r in range(ctx.nranks):
+        for r in range(nranks):
             if finished[r]:
                 continue
             while True:
                 c = int(cursor[r])
-                stop = int(sync[r][nxt[r]]) if nxt[r] < len(sync[r]) else int(off[r + 1])
-                if c < stop:                       # a local stretch: one cumulative sum
-                    base = new[c - 1] if c > off[r] else t[c]
-                    first = c if c > off[r] else c + 1
+                stop_at = int(sync[r][nxt[r]]) if nxt[r] < len(sync[r]) else int(off[r + 1])
+                if c < stop_at:                       # a local stretch: one cumulative sum
                     if c == off[r]:
                         new[c] = t[c]
-                    if stop > first:
-                        new[first:stop] = base + np.cumsum(gap[first - 1:stop - 1])
-                    done[c:stop] = True
-                    cursor[r] = stop
+                        c += 1
+                    if stop_at > c:
+                        new[c:stop_at] = new[c - 1] + np.cumsum(gap[c - 1:stop_at - 1])
+                    cursor[r] = stop_at
                     progressed = True
-                if stop == off[r + 1]:
+                if stop_at == off[r + 1]:
                     finished[r] = True
                     remaining -= 1
                     break
-                value = _sync_time(stop, dep_kind[stop], t, new, done, sends_of_call, enter_of, coll_of)
-                if value is None:
+                e = stop_at
+                ps = partner[start[e]:stop[e]]
+                if len(ps) and (ps >= cursor[rank[ps]]).any():
                     break                          # a partner is not there yet
-                prev = new[stop - 1] if stop > off[r] else value
-                new[stop] = max(value, prev)
-                done[stop] = True
-                cursor[r] = stop + 1
+                value = new[entry[e]] + own[e]
+                if len(ps):
+                    value = max(value, new[ps].max() + transfer[e])
+                new[e] = max(value, new[e - 1]) if e > off[r] else value
+                cursor[r] = e + 1
                 nxt[r] += 1
                 progressed = True
         if not progressed:
             raise RuntimeError("trace re-timing found a cycle of dependences; the trace's matching is inconsistent")
-    nonempty = [r for r in range(ctx.nranks) if off[r + 1] > off[r]]
+    nonempty = [r for r in range(nranks) if off[r + 1] > off[r]]
     first = np.array([off[r] for r in nonempty])
     last = np.array([off[r + 1] - 1 for r in nonempty])
     return Retimed(new, float(t[last].max() - t[first].min()), float(new[last].max() - new[first].min()))
-
-
-def _sync_time(e: int, kind: int, t, new, done, sends_of_call, enter_of, coll_of) -> float | None:
-    if kind == 1:
-        a = int(enter_of[e])
-        sends = sends_of_call[a]
-        if not all(done[s] for s in sends):
-            return None
-        ready_old = max(t[a], max(t[s] for s in sends))
-        return max(new[a], max(new[s] for s in sends)) + max(t[e] - ready_old, 0.0)
-    ops, ckind, root = coll_of[e]
-    if not all(done[o] for o in ops.tolist() if o >= 0):
-        return None
-    q = int(np.flatnonzero(ops == enter_of[e])[0]) if enter_of[e] in ops else root
-    mine = int(ops[q])
-    if ckind == _KIND["1ton"] and q != root:
-        awaited = [mine, int(ops[root])]
-    elif ckind == _KIND["nto1"] and q != root:
-        awaited = [mine]
-    elif ckind == _KIND["1ton"]:
-        awaited = [mine]
-    else:                                          # N x N, barrier, scan, N to 1 at the root
-        awaited = [int(o) for o in ops.tolist() if o >= 0]
-    last_old = max(t[o] for o in awaited)
-    return max(new[o] for o in awaited) + max(t[e] - last_old, 0.0)
 
 
 def whatif_for_callpaths(ctx: ReplayContext, excl: np.ndarray, callpaths: list[int]) -> dict:
