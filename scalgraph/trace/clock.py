@@ -311,7 +311,8 @@ def correct_clocks(trace: tm.Trace, params: ClockParams = ClockParams(), force: 
     """Offset interpolation (if the trace has offsets), then, when violations remain (or `force`),
     the controlled logical clock.  Returns a new Trace (the input is not modified) and a report."""
     out = tm.Trace(regions=trace.regions, comms=trace.comms, events=[e.copy() for e in trace.events],
-                   windows=trace.windows, meta=dict(trace.meta))
+                   windows=trace.windows, meta=dict(trace.meta), program_begin=trace.program_begin,
+                   program_end=trace.program_end, locations=trace.locations)
     report = ClockReport(violations=np.zeros(0, VIOLATION_DTYPE), params=params)
     report.offsets_applied = interpolate_offsets(out)
     if report.offsets_applied:
