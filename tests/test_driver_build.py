@@ -203,7 +203,7 @@ def test_link_error_keeps_the_previous_executable(tmp_path, mode):
     r = sg("sgcc", ["u.c", "-o", "u"], tmp_path, mode, check=False)
     assert r.returncode != 0 and "missing" in r.stderr
     assert (tmp_path / "u").read_bytes() == b"old"
-    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".sg-")]
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")], "no temporary file left"
 
 
 def test_several_sources_with_c_and_o_is_refused(tmp_path, mode):

@@ -490,6 +490,12 @@ SUBPROCESS_CASES = [
     ("sgcc-output-is-a-fifo", ["sgcc", "-c", "-o", "fifo", "prog.c"], "not a regular file"),
     ("sgcc-output-is-a-directory", ["sgcc", "-o", "fifoexp", "prog.c"], "not a regular file"),
     ("scalgraph-psg-fifo", ["scalgraph", "psg", "fifo"], "FIFO"),
+    ("sgcc-response-file-fifo", ["sgcc", "@fifo", "prog.c"], "FIFO"),
+    ("sgcc-response-file-directory", ["sgcc", "@fifoexp", "prog.c"], "directory"),
+    ("sgcc-response-file-device", ["sgcc", "@/dev/zero", "prog.c"], "character device"),
+    ("sgcc-response-file-unreadable-quote", ["sgcc", "@quote.rsp", "prog.c"], "quote"),
+    ("sgcc-response-file-names-itself", ["sgcc", "@self.rsp", "prog.c"], "nested more than"),
+    ("sgcc-response-file-output-is-source", ["sgcc", "@out.rsp"], "also an input"),
 ]
 
 
@@ -501,6 +507,9 @@ def test_bad_input_as_a_user_starts_it(name, argv, fragment, tmp_path):
     os.mkfifo(tmp_path / "fifo")
     (tmp_path / "fifoexp").mkdir()
     os.mkfifo(tmp_path / "fifoexp" / "experiment.json")
+    (tmp_path / "quote.rsp").write_text('-O2 "-DNAME=unclosed\n')
+    (tmp_path / "self.rsp").write_text("-O2 @self.rsp\n")
+    (tmp_path / "out.rsp").write_text("-o prog.c prog.c\n")
     before = snapshot(tmp_path)
     res = _sub([str(BIN / argv[0]), *argv[1:]], tmp_path)
     assert res.returncode != 0 and "Traceback" not in res.stderr

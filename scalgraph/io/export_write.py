@@ -1,7 +1,7 @@
-"""Where every export lands: a temporary file in the destination's directory, then one rename, so a reader
-never sees half a file and a failed export leaves nothing behind.  An existing destination is never
-replaced unless the caller says `force` (without it the final step is a hard link, which fails atomically
-if the name appeared meanwhile)."""
+"""Where every export lands: checked before the expensive work, then written by safe_write (a temporary
+file in the destination's directory, then one rename, so a reader never sees half a file and a failed
+export leaves nothing behind).  An existing destination is never replaced unless the caller says `force`;
+an OTF2 archive, a directory, is built beside its destination and renamed likewise."""
 from __future__ import annotations
 
 import contextlib
@@ -11,6 +11,7 @@ import shutil
 import tempfile
 
 from scalgraph.errors import UserError
+from scalgraph.io.safe_write import current_umask, write_atomic
 
 
 OTF2_ENTRIES = {"traces.otf2", "traces.def", "traces"}
@@ -43,44 +44,7 @@ def check_destination(path, force: bool, what: str = "file") -> pathlib.Path:
 
 
 def write_new(path, data: bytes | str, force: bool = False) -> None:
-    p = check_destination(path, force)
-    if isinstance(data, str):
-        data = data.encode()
-    with _temporary(p) as tmp:
-        tmp.write_bytes(data)
-        _publish(tmp, p, force)
-
-
-@contextlib.contextmanager
-def _temporary(p: pathlib.Path):
-    try:
-        fd, name = tempfile.mkstemp(dir=p.parent, prefix=f".{p.name[:64]}.", suffix=".tmp")
-    except OSError as e:
-        raise UserError(f"cannot write {p}: {e.strerror}") from None
-    os.close(fd)
-    tmp = pathlib.Path(name)
-    try:
-        yield tmp
-    except OSError as e:
-        raise UserError(f"cannot write {p}: {e.strerror or e}") from None
-    finally:
-        if tmp.exists():
-            tmp.unlink()
-
-
-def _publish(tmp: pathlib.Path, p: pathlib.Path, force: bool) -> None:
-    os.chmod(tmp, 0o644 & ~_umask())
-    if force:
-        os.replace(tmp, p)
-        return
-    try:
-        os.link(tmp, p)          # fails if p exists: never a silent overwrite
-    except FileExistsError:
-        raise UserError(f"{p}: appeared while exporting; nothing was overwritten") from None
-    except OSError:              # file systems without hard links: rename after a last check
-        if p.exists():
-            raise UserError(f"{p}: appeared while exporting; nothing was overwritten") from None
-        os.rename(tmp, p)
+    write_atomic(check_destination(path, force), data, replace=force)
 
 
 @contextlib.contextmanager
@@ -94,7 +58,7 @@ def new_directory(path, force: bool = False):
         raise UserError(f"cannot write {p}: {e.strerror}") from None
     try:
         yield tmp
-        os.chmod(tmp, 0o755 & ~_umask())
+        os.chmod(tmp, 0o755 & ~current_umask())
         old = None
         if p.exists() and force:
             old = p.with_name(f".{p.name}.old-{os.getpid()}")
@@ -112,9 +76,3 @@ def new_directory(path, force: bool = False):
     finally:
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask

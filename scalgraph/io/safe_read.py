@@ -25,7 +25,8 @@ _KIND_OF = ((stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISCHR, "a character 
             (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"), (stat.S_ISDIR, "a directory"))
 
 
-def _kind(mode: int) -> str:
+def file_kind(mode: int) -> str:
+    """What a file that is not a regular one is, in words ("a FIFO (named pipe)")."""
     return next((name for test, name in _KIND_OF if test(mode)), "not a regular file")
 
 
@@ -39,7 +40,7 @@ def check_regular(path, what: str = "file") -> os.stat_result:
     except OSError as e:
         raise UserError(f"cannot read {what} {path}: {e.strerror}") from None
     if not stat.S_ISREG(st.st_mode):
-        raise UserError(f"{path} is {_kind(st.st_mode)}, not a regular {what}; give the file itself")
+        raise UserError(f"{path} is {file_kind(st.st_mode)}, not a regular {what}; give the file itself")
     return st
 
 
@@ -58,7 +59,7 @@ def read_regular(path, what: str = "file", limit: int = MAX_BINARY_BYTES) -> byt
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
-            raise UserError(f"{path} is {_kind(st.st_mode)}, not a regular {what}; give the file itself")
+            raise UserError(f"{path} is {file_kind(st.st_mode)}, not a regular {what}; give the file itself")
         if st.st_size > limit:
             raise UserError(f"{path} is {st.st_size} bytes, more than a {what} can be ({limit} bytes); "
                             "is it the right file?")

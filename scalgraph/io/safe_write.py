@@ -14,55 +14,100 @@ import tempfile
 from scalgraph.errors import UserError
 
 
-def write_atomic(path, data: bytes | str, mode: int = 0o644) -> None:
-    """Replace `path` with `data` all at once (see the module doc)."""
+def temporary_beside(path) -> tuple[int, str]:
+    """(descriptor, name) of a new file with an unpredictable name in `path`'s directory, created
+    exclusively (mkstemp: O_CREAT|O_EXCL, mode 0600), to be renamed over `path` once complete."""
     path = pathlib.Path(path)
-    if isinstance(data, str):
-        data = data.encode()
     directory = path.parent if str(path.parent) else pathlib.Path(".")
-    if path.is_dir():
-        raise UserError(f"cannot write {path}: it is a directory; give a file name")
     try:
-        # mkstemp: O_CREAT|O_EXCL with a random name, mode 0600 until complete
-        fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{path.name[:64]}.", suffix=".tmp")
+        return tempfile.mkstemp(dir=directory, prefix=f".{path.name[:64]}.", suffix=".tmp")
     except FileNotFoundError:
         raise UserError(f"cannot write {path}: the directory {directory} does not exist") from None
     except OSError as e:
         raise UserError(f"cannot write {path}: {e.strerror} (in {directory})") from None
+
+
+def write_atomic(path, data: bytes | str, mode: int = 0o644, replace: bool = True) -> None:
+    """Replace `path` with `data` all at once (see the module doc).  With replace=False an existing
+    `path` is never overwritten, not even one that appears meanwhile: the last step is a hard link,
+    which fails if the name exists."""
+    path = pathlib.Path(path)
+    if isinstance(data, str):
+        data = data.encode()
+    if path.is_dir():
+        raise UserError(f"cannot write {path}: it is a directory; give a file name")
+    fd, tmp = temporary_beside(path)
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
-        os.chmod(tmp, mode & ~_umask())
-        os.replace(tmp, path)
+        os.chmod(tmp, mode & ~current_umask())
+        if replace:
+            os.replace(tmp, path)
+        else:
+            _publish_new(tmp, path)
     except OSError as e:
-        raise UserError(f"cannot write {path}: {e.strerror}") from None
+        raise UserError(f"cannot write {path}: {e.strerror or e}") from None
     finally:
         if os.path.lexists(tmp):
             os.unlink(tmp)
+
+
+def _publish_new(tmp: str, path: pathlib.Path) -> None:
+    try:
+        os.link(tmp, path)          # fails if path exists: never a silent overwrite
+    except FileExistsError:
+        raise UserError(f"{path}: appeared while it was being written; nothing was overwritten") from None
+    except OSError:                 # file systems without hard links: rename after a last check
+        if os.path.lexists(path):
+            raise UserError(f"{path}: appeared while it was being written; nothing was overwritten") from None
+        os.rename(tmp, path)
 
 
 def write_json_atomic(path, data, indent: int | None = 1) -> None:
     write_atomic(path, json.dumps(data, indent=indent))
 
 
-def _umask() -> int:
+def current_umask() -> int:
     mask = os.umask(0)
     os.umask(mask)
     return mask
 
 
-def write_output(target, data: bytes | str) -> None:
-    """An output file the user named: a regular file (or a new one) is replaced atomically; an
-    existing pipe or device (/dev/stdout, a FIFO someone reads) is written as it is, never replaced."""
+SYSTEM_DIRS = ("/dev/", "/proc/")     # names there are written through, never renamed over
+
+
+def output_destination(target) -> tuple[str, bool]:
+    """(the file to write, whether to write through it) for an output the user named.  A regular
+    file, or a new one, is replaced atomically; so is a symbolic link at that name (the link itself,
+    as the compilers do: a link planted in a shared directory never leads the output elsewhere).  An
+    existing pipe or device (a FIFO someone reads, /dev/null) and any name under /dev or /proc
+    (/dev/stdout, a link to the shell's redirection) are written through: a rename there would
+    replace the device or the link itself."""
+    target = os.fspath(target)
     try:
         st = os.stat(target)
     except OSError:
         st = None
-    if st is not None and not stat.S_ISREG(st.st_mode) and not stat.S_ISDIR(st.st_mode):
-        try:
-            with open(target, "wb" if isinstance(data, bytes) else "w") as fh:
-                fh.write(data)
-        except OSError as e:
-            raise UserError(f"cannot write {target}: {e.strerror}") from None
-        return
-    write_atomic(target, data)
+    if st is not None and stat.S_ISDIR(st.st_mode):
+        raise UserError(f"cannot write {target}: it is a directory; give a file name")
+    if (st is not None and not stat.S_ISREG(st.st_mode)) or os.path.abspath(target).startswith(SYSTEM_DIRS):
+        return target, True
+    return target, False
+
+
+def write_through(target, data: bytes | str) -> None:
+    """Write into an existing device, pipe or file as it is (see output_destination)."""
+    try:
+        with open(target, "wb") as fh:
+            fh.write(data.encode() if isinstance(data, str) else data)
+    except OSError as e:
+        raise UserError(f"cannot write {target}: {e.strerror}") from None
+
+
+def write_output(target, data: bytes | str) -> None:
+    """An output file the user named, written where output_destination says."""
+    dest, through = output_destination(target)
+    if through:
+        write_through(dest, data)
+    else:
+        write_atomic(dest, data)

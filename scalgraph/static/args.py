@@ -12,6 +12,9 @@ import os
 import shlex
 from dataclasses import dataclass, field
 
+from scalgraph.errors import UserError
+from scalgraph.io.safe_read import read_regular
+
 LANGS_BY_SUFFIX = {
     ".c": "c", ".i": "c",
     ".cc": "c++", ".cp": "c++", ".cpp": "c++", ".cxx": "c++", ".c++": "c++", ".C": "c++", ".CPP": "c++",
@@ -110,17 +113,34 @@ def language_of(path: str) -> str | None:
     return LANGS_BY_SUFFIX.get(os.path.splitext(path)[1])
 
 
+MAX_RESPONSE_DEPTH = 10           # gcc's @file may name further @files; deeper than this is a loop
+MAX_RESPONSE_BYTES = 64 << 20     # the longest link lines of real projects are a few MB
+
+
 def expand_response_files(argv: list[str], depth: int = 0) -> list[str]:
     """gcc's @file: the file's words take its place (build systems use it for long link lines); an
-    @name that is no file stays as it is, as gcc leaves it."""
+    @name that does not exist stays as it is, as gcc leaves it.  One that exists must be a regular
+    file: a FIFO would block the build, a device never end."""
     out: list[str] = []
     for a in argv:
-        if a.startswith("@") and len(a) > 1 and os.path.isfile(a[1:]) and depth < 10:
-            with open(a[1:], encoding="utf-8", errors="surrogateescape") as f:
-                out += expand_response_files(shlex.split(f.read()), depth + 1)
+        if a.startswith("@") and len(a) > 1 and os.path.lexists(a[1:]):
+            out += _response_file_words(a[1:], depth)
         else:
             out.append(a)
     return out
+
+
+def _response_file_words(path: str, depth: int) -> list[str]:
+    if depth >= MAX_RESPONSE_DEPTH:
+        raise UserError(f"response file @{path} is nested more than {MAX_RESPONSE_DEPTH} deep (does it name "
+                        "itself?); give the arguments without the loop")
+    text = read_regular(path, "response file", MAX_RESPONSE_BYTES).decode("utf-8", "surrogateescape")
+    try:
+        words = shlex.split(text)
+    except ValueError as e:          # shlex: "No closing quotation", "No escaped character"
+        raise UserError(f"response file @{path} cannot be split into arguments ({str(e).lower()}); "
+                        "check its quotes and backslashes") from None
+    return expand_response_files(words, depth + 1)
 
 
 def parse_args(argv: list[str]) -> Invocation:

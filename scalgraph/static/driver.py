@@ -16,12 +16,15 @@ import json
 import os
 import shlex
 import shutil
+import stat
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
 from scalgraph.errors import UserError
+from scalgraph.io.safe_write import (current_umask, output_destination, temporary_beside, write_atomic, write_output,
+                                    write_through)
 from scalgraph.static.args import (TAKES_VALUE, Invocation, Source, expand_response_files, map_opt_levels,
                                    parse_args)
 from scalgraph.static.guards import check_outputs, wrapper_guard
@@ -175,7 +178,7 @@ def compile_source(tc: Toolchain, inv: Invocation, src: Source, out: str, tmp: s
         return run([*comp.command, *comp.flags, "-c", *user, *lang_flags, src.path, "-o", out])
     if backend is not None:
         obj = code_generation(backend, obj, inv, tmp, src.path)
-    write_atomically(out, obj)
+    write_output(out, obj)       # a device such as /dev/null (configure probes) is written through
     if parts is not None:
         parts[out] = part
     return 0
@@ -231,30 +234,6 @@ def dependency_command(comp: Compiler, flags: list[str], deps: list[str], src: s
     return [*comp.command, *comp.flags, *flags, mode, *kept, *extra, src]
 
 
-def write_atomically(path: str, data: bytes) -> None:
-    """Write beside the target and rename, so a failure never leaves a half-written file."""
-    directory = os.path.dirname(os.path.abspath(path))
-    fd, tmp = private_file(directory, path)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except OSError as e:
-        raise UserError(f"cannot write {path}: {e.strerror}") from None
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-
-
-def private_file(directory: str, target: str) -> tuple[int, str]:
-    """A new file beside the target, to rename over it once complete."""
-    try:
-        return tempfile.mkstemp(dir=directory, prefix=".sg-", suffix=Path(target).suffix)
-    except OSError as e:
-        raise UserError(f"cannot write {target}: {e.strerror} (in {directory})") from None
-
-
 def static_archives(inv: Invocation) -> list[str]:
     """The lib<name>.a that each -l resolves to (the linker's rule: first -L directory that has the
     library; a shared library there wins), so sgcc-built static libraries contribute their parts."""
@@ -296,22 +275,30 @@ def link(tc: Toolchain, inv: Invocation, objects: list[str], tmp: str, instrumen
         elif instrument:
             print(f"{PROGRAM_NAMES[tc.lang]}: warning: no object carries a scalgraph PSG part (none was "
                   f"built with sgcc/sgcxx/sgfort): {exe} is linked without instrumentation", file=sys.stderr)
-    target_dir = os.path.dirname(os.path.abspath(exe))
-    fd, tmp_exe = private_file(target_dir, exe)
+    # a device (-o /dev/null: configure and CMake probes) or /dev/stdout is written through, never
+    # renamed over (safe_write.output_destination)
+    dest, through = output_destination(exe)
+    fd, tmp_exe = temporary_beside(os.path.join(tmp, "a.out") if through else dest)
     os.close(fd)
     try:
         rc = run([*tc.compiler.command, *tc.compiler.flags, *items, *tc.extra_link, *extra, *tc.mpi.link,
                   "-o", tmp_exe])
         if rc:
             return rc
+        # the modes cc leaves (the linker kept mkstemp's 0600 and added x for an executable)
+        runnable = os.stat(tmp_exe).st_mode & stat.S_IXUSR
+        os.chmod(tmp_exe, (0o777 if runnable else 0o666) & ~current_umask())
+        if through:
+            write_through(dest, Path(tmp_exe).read_bytes())
+            return 0
         try:
-            os.replace(tmp_exe, exe)
+            os.replace(tmp_exe, dest)
         except OSError as e:
             raise UserError(f"cannot write {exe}: {e.strerror}") from None
         if psg is not None:      # after the executable: its own section is what counts (.psg.json is a copy)
-            write_atomically(exe + ".psg.json", json.dumps(psg.to_dict(), separators=(",", ":")).encode())
+            write_atomic(dest + ".psg.json", json.dumps(psg.to_dict(), separators=(",", ":")))
     finally:
-        if os.path.exists(tmp_exe):
+        if os.path.lexists(tmp_exe):
             os.unlink(tmp_exe)
     return 0
 

@@ -1,7 +1,9 @@
 """Checks that keep the compiler wrappers from destroying inputs or starting themselves.
 
 * `check_outputs`: `sgcc -o prog.c prog.c` would replace the source with the executable (mpicc and
-  gcc refuse it); an output that is one of the inputs, or that is named like a source file, is refused.
+  gcc refuse it); an output that is one of the inputs, or that is named like a source file, is refused,
+  and so is one that exists and is neither a regular file nor a character device (-o /dev/null, as
+  build-system probes use it, is written through).
 * `is_ourselves`: `make MPICC=sgcc` (make exports its variables) or `export MPICC=sgcc` makes the MPI
   wrapper we look for be sgcc itself; asking it for `-show` would start sgcc again, recursively.
   Every wrapper found is checked not to be one of our entry points before it is used.
@@ -18,6 +20,7 @@ import stat
 import sys
 
 from scalgraph.errors import UserError
+from scalgraph.io.safe_read import file_kind
 
 OUR_NAMES = ("sgcc", "sgcxx", "sgfort")
 GUARD = "SCALGRAPH_WRAPPER_ACTIVE"          # set by a running sgcc/sgcxx/sgfort for its children
@@ -41,11 +44,12 @@ def check_outputs(output: str | None, inputs: list[str], prog: str) -> None:
         st = os.stat(output)
     except OSError:
         st = None
-    if st is not None and not stat.S_ISREG(st.st_mode):
-        # the output goes through a temporary file and a rename, which would replace a device (as root,
-        # -o /dev/null would become a regular file) or a FIFO
-        raise UserError(f"-o {output} is not a regular file ({'a directory' if stat.S_ISDIR(st.st_mode) else 'a device, FIFO or socket'}); "
-                        "give a file name (to discard the output, -o into a temporary directory)")
+    if st is not None and not (stat.S_ISREG(st.st_mode) or stat.S_ISCHR(st.st_mode)):
+        # a character device (/dev/null of configure probes) is written through; anything else that is
+        # not a regular file would be replaced by the final rename (a directory, a FIFO) or damaged
+        # (a block device)
+        raise UserError(f"-o {output} is {file_kind(st.st_mode)}, not a regular file; give a file name "
+                        "(or -o /dev/null to discard the output)")
     for path in inputs:
         if _same_file(output, path):
             raise UserError(f"-o {output} is also an input file: the build would replace it; give another -o "
