@@ -36,6 +36,7 @@ void pmpi_ssend_(const void *buf, F *count, F *dt, F *dest, F *tag, F *comm, F *
 void pmpi_sendrecv_(const void *sbuf, F *scount, F *stype, F *dest, F *stag, void *rbuf, F *rcount, F *rtype,
                     F *source, F *rtag, F *comm, F *status, F *ierr) WEAK;
 void pmpi_probe_(F *source, F *tag, F *comm, F *status, F *ierr) WEAK;
+void pmpi_iprobe_(F *source, F *tag, F *comm, F *flag, F *status, F *ierr) WEAK;
 void pmpi_test_(F *req, F *flag, F *status, F *ierr) WEAK;
 void pmpi_waitany_(F *n, F *reqs, F *index, F *status, F *ierr) WEAK;
 void pmpi_gather_(const void *sbuf, F *scount, F *stype, void *rbuf, F *rcount, F *rtype, F *root, F *comm,
@@ -264,12 +265,23 @@ void mpi_probe_(F *source, F *tag, F *comm, F *status, F *ierr) {
     F_END(SG_WAITING)
 }
 
+/* a Fortran LOGICAL is true when non-zero (gfortran and flang write 1, some compilers -1) */
+void mpi_iprobe_(F *source, F *tag, F *comm, F *flag, F *status, F *ierr) {
+    NEED(pmpi_iprobe_);
+    F_BEGIN("MPI_Iprobe", pmpi_iprobe_(source, tag, comm, flag, status, ierr))
+    if (sg_trace_on && *ierr == MPI_SUCCESS && *flag)   /* a poll that found something is recorded */
+        sg_trace_poll_hit(t_);
+    F_END(SG_NOT_WAITING)
+}
+
 void mpi_test_(F *req, F *flag, F *status, F *ierr) {
     NEED(pmpi_test_);
     MPI_Request saved = PMPI_Request_f2c(*req);
     F local[SG_F_STATUS_SIZE];
     F *st = fstatus(status, local);
     F_BEGIN("MPI_Test", pmpi_test_(req, flag, st, ierr))
+    if (sg_trace_on && *ierr == MPI_SUCCESS && *flag)   /* as MPI_Test in C (SG_POLL_HIT) */
+        sg_trace_poll_hit(t_);
     if (*ierr == MPI_SUCCESS && *flag) {
         MPI_Status cst;
         to_c_status(st, &cst);

@@ -140,3 +140,56 @@ def test_fortran_calls_are_recorded_once_with_wildcards_resolved(tmp_path):
         (1, DEP_RECV, 0, 5, 3, 240), (1, DEP_SEND, 0, 6, 1, 80), (1, DEP_RECV, 0, 6, 1, 80),
         (1, DEP_COLL, -1, -1, 2, 8)}
     assert prof.meta["mpi_library"].startswith("MPICH")
+
+
+POLL = """\
+program fpoll
+  implicit none
+  include 'mpif.h'
+  integer :: ierr, rank, n, x, st(MPI_STATUS_SIZE)
+  logical :: flag
+  call MPI_Init(ierr)
+  call MPI_Comm_rank(MPI_COMM_WORLD, rank, ierr)
+  n = 0
+  if (rank == 0) then
+    flag = .false.
+    do while (.not. flag)
+      n = n + 1
+      call MPI_Iprobe(1, 3, MPI_COMM_WORLD, flag, st, ierr)
+    end do
+    call MPI_Recv(x, 1, MPI_INTEGER, st(MPI_SOURCE), 3, MPI_COMM_WORLD, MPI_STATUS_IGNORE, ierr)
+  else
+    x = 42
+    call MPI_Send(x, 1, MPI_INTEGER, 0, 3, MPI_COMM_WORLD, ierr)
+  end if
+  print '(a,i0,a,i0)', 'rank ', rank, ' probes ', n
+  call MPI_Finalize(ierr)
+end program
+"""
+
+
+def test_fortran_iprobe_is_counted_under_open_mpi(tmp_path):
+    """Open MPI's Fortran bindings call PMPI directly: only the shim's mpi_iprobe_ sees a Fortran
+    polling loop there (under MPICH the C wrapper would count it anyway)."""
+    flang = shutil.which("flang-new-19") or shutil.which("flang-new")
+    require_tool(bool(shutil.which("mpifort.openmpi") and shutil.which("mpirun.openmpi") and flang),
+                 "no Open MPI with Fortran (openmpi-bin libopenmpi-dev flang-19)")
+    from scalgraph.runtime.shim import link_flags, shim_library
+    lib = shim_library("mpicc.openmpi")
+    (tmp_path / "fpoll.f90").write_text(POLL)
+    env = dict(os.environ, OMPI_FC=flang, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
+               SCALGRAPH_OUT=str(tmp_path / "prof"))
+    # Debian's mpifort.openmpi names no -L for libmpi, and libmpi.so on the default path may be MPICH's
+    libdirs = subprocess.run(["mpicc.openmpi", "--showme:libdirs"], capture_output=True, text=True).stdout.split()
+    subprocess.run(["mpifort.openmpi", "fpoll.f90", *link_flags(lib), *(f"-L{d}" for d in libdirs), "-o", "fpoll"],
+                   cwd=tmp_path, env=env, check=True)
+    res = subprocess.run(["mpirun.openmpi", "--oversubscribe", "-n", "2", "./fpoll"], cwd=tmp_path, env=env,
+                         capture_output=True, text=True, timeout=120, check=True)
+    probes = {int(w[1]): int(w[3]) for w in (line.split() for line in res.stdout.splitlines() if line.startswith("rank"))}
+    assert probes[0] >= 1 and probes[1] == 0
+    prof = read_run(tmp_path / "prof")
+    assert prof.meta["mpi_library"].startswith("Open MPI")
+    # Init, the probes, Recv, Finalize on rank 0; Init, Send, Finalize on rank 1
+    assert prof.calls[:, 0].tolist() == [probes[0] + 3, 3]
+    rows = {(int(d["rank"]), int(d["kind"]), int(d["peer"]), int(d["tag"])) for d in prof.deps}
+    assert rows == {(0, DEP_RECV, 1, 3), (1, DEP_SEND, 0, 3)}
