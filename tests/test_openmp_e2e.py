@@ -13,6 +13,7 @@ import subprocess
 import sys
 
 import pytest
+from openmp_thread_checks import check_threads
 from test_openmp_build import openmp_available, venv_tool
 
 from conftest import ROOT, require_tool
@@ -68,3 +69,5 @@ def test_hybrid_sample_root_cause_is_found(name, tmp_path):
     assert pathlib.Path(top["file"]).name == rc["file"] and within(top, rc["lines"]), (
         f"{name}: expected {rc['file']}:{rc['line']} as the top root cause, got:\n{summary}")
     assert top["rank"] == scales[-1] // 2, f"{name}: the planted work runs on rank size/2, detect named {top['rank']}"
+    # the profile's thread dimension and the thread verdict on the same run (openmp_thread_checks.py)
+    check_threads(name, tmp_path / "exp", json.loads(det.stdout), rc, scales[-1])
