@@ -24,7 +24,7 @@ import time
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 BIN = pathlib.Path(sys.executable).parent
 SAMPLES = {"cg": "cg/cg.c", "zeusmp": "zeusmp/zeusmp.c", "masterworker": "masterworker/masterworker.c",
-           "hybrid_master": "hybrid_master/hybrid_master.c"}
+           "hybrid_master": "hybrid_master/hybrid_master.c", "hybrid_imbalance": "hybrid_imbalance/hybrid_imbalance.c"}
 # MPI + OpenMP samples: built with -fopenmp, run with 2 threads per rank that sleep at barriers
 # (the machine is oversubscribed); the user's own OMP_* settings win
 OPENMP = {"OMP_NUM_THREADS": "2", "OMP_WAIT_POLICY": "passive"}
@@ -69,9 +69,12 @@ def iterations_of(exe: pathlib.Path, ranks: int, tmp: pathlib.Path) -> int | Non
     """The sample's default iteration count, read from its one output line (`iterations=N`)."""
     res = subprocess.run([str(BIN / "mpiexec"), "-n", str(ranks), str(exe)], capture_output=True, text=True,
                          env=dict(os.environ, SCALGRAPH_OUT=str(tmp / "probe")), check=True)
-    for word in res.stdout.replace(",", " ").split():
+    words = res.stdout.replace(",", " ").split()
+    for i, word in enumerate(words):
         if word.startswith(("iterations=", "iters=", "tasks=", "steps=")):
             return int(word.split("=")[1])
+        if word == "iterations" and i > 0 and words[i - 1].isdigit():   # the hybrid samples: "20 iterations"
+            return int(words[i - 1])
     return None
 
 
@@ -128,6 +131,7 @@ def main() -> int:
         print(f"{'sample':<13}{'ranks':>6}{'plain s':>9}{'shim s':>9}{'ratio':>8}{'cpu ratio':>11}   "
               f"(medians of {args.reps} interleaved pairs; ratios = medians of per-pair ratios)")
         all_ratios, all_cpu = [], []
+        by_kind: dict[tuple[str, int], list[tuple[float, float]]] = {}
         built = {s: build(s, tmp) for s in args.samples}
         for sample, (inst, plain) in built.items():
             for p in args.ranks:
@@ -141,10 +145,19 @@ def main() -> int:
                 cpu_ratio = statistics.median(b / a for a, b in zip(cpu_plain, cpu_inst))
                 all_ratios.append(ratio)
                 all_cpu.append(cpu_ratio)
+                by_kind.setdefault(("MPI + OpenMP" if sample.startswith("hybrid") else "MPI only", p), []).append(
+                    (ratio, cpu_ratio))
                 print(f"{sample:<13}{p:>6}{statistics.median(a for a, _ in pairs):>9.3f}"
                       f"{statistics.median(b for _, b in pairs):>9.3f}{ratio:>8.3f}{cpu_ratio:>11.3f}")
         print(f"overall median ratio: wall {statistics.median(all_ratios):.3f}, cpu {statistics.median(all_cpu):.3f}"
               f"  (load average at the end: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores)")
+        kinds = sorted({k for k, _ in by_kind})
+        if len(kinds) > 1:   # the hybrid samples' ratios beside the MPI-only ones, per rank count
+            print(f"\n{'ranks':>5}" + "".join(f"{k + ' wall':>20}{'cpu':>7}" for k in kinds))
+            for p in args.ranks:
+                cells = [by_kind.get((k, p), []) for k in kinds]
+                print(f"{p:>5}" + "".join(f"{statistics.median(r for r, _ in c):>20.3f}{statistics.median(x for _, x in c):>7.3f}"
+                                          if c else f"{'-':>20}{'-':>7}" for c in cells))
 
         print(f"\n{'sample':<13}{'ranks':>6}{'iters':>7}{'bytes/rank':>12}{'10x iters':>10}{'bytes/rank':>12}")
         for sample, (inst, _) in built.items():
