@@ -231,3 +231,19 @@ def test_a_damaged_thread_section_is_one_clear_error(tmp_path):
     write_rank_file(tmp_path / "rank-0.sgp", len(psg), {}, threads=th, rank=0, nranks=1)
     with pytest.raises(UserError, match="thread row names a thread or vertex"):
         read_run(tmp_path)
+
+
+@pytest.mark.parametrize("ctype, dtype", [("struct sg_thread_section", "THREAD_SECTION_DTYPE"),
+                                          ("struct sg_thread_info", "THREAD_INFO_DTYPE"),
+                                          ("struct sg_thread_row", "THREAD_ROW_DTYPE")])
+def test_thread_records_match_the_header(ctype, dtype):
+    """The reader's dtypes of format 3's thread section are the C records of instrument/scalgraph.h."""
+    cffi = pytest.importorskip("cffi")
+    from scalgraph.io import profile_file
+    from scalgraph.runtime.shim import header_cdef
+    ffi = cffi.FFI()
+    ffi.cdef(header_cdef())
+    dt = getattr(profile_file, dtype)
+    assert ffi.sizeof(ctype) == dt.itemsize
+    assert {n: ffi.offsetof(ctype, n) for n in dt.names} == {n: dt.fields[n][1] for n in dt.names}
+    assert set(dt.names) == {name for name, _ in ffi.typeof(ctype).fields}
