@@ -49,7 +49,7 @@ def construct_key(psg: PSG, v: int) -> tuple:
     return (psg.kind[v], psg.file[v], psg.line_first[v], psg.line_last[v], psg.name[v], psg.function[v])
 
 
-def nest_key(psg: PSG, v: int, _cache: dict | None = None) -> tuple:
+def nest_key(psg: PSG, v: int, spans: dict | None = None) -> tuple:
     """construct_key, except that a computation (COMP or LOOP) whose lines lie inside a loop of the
     same function that begins on its first line or the line before (the loop's header) is that loop:
     the outermost such COMP/LOOP span with no MPI call and no call out of the function inside.  Which
@@ -57,10 +57,11 @@ def nest_key(psg: PSG, v: int, _cache: dict | None = None) -> tuple:
     (vectorised body, remainder loop, versioned or inlined copy: the balanced sample's relax loop split
     0.64 / 0.40 s between two vertices at p=2 and 0.24 / 0 s at p=8, a scaling loss that was not
     there), so the loop is the unit that scales.  An inner loop further down the body stays its own
-    construct (a hot sub-loop is named by its own lines)."""
+    construct (a hot sub-loop is named by its own lines).  `spans`: nest_spans(psg), computed once by
+    a caller that asks for many vertices."""
     if psg.kind[v] not in (COMP, LOOP) or psg.line_first[v] <= 0:
         return construct_key(psg, v)
-    group = _nest_spans(psg).get((psg.file[v], psg.function[v]))
+    group = (nest_spans(psg) if spans is None else spans).get((psg.file[v], psg.function[v]))
     if group is None:
         return construct_key(psg, v)
     first, last, keys = group
@@ -74,15 +75,9 @@ def nest_key(psg: PSG, v: int, _cache: dict | None = None) -> tuple:
     return construct_key(psg, v)
 
 
-_SPANS: dict[int, dict] = {}
-
-
-def _nest_spans(psg: PSG) -> dict:
+def nest_spans(psg: PSG) -> dict:
     """(file, function) -> (first lines, last lines, keys) of the COMP/LOOP spans that
-    hold no MPI call and no call out of the function, sorted by first line (computed once per PSG)."""
-    got = _SPANS.get(id(psg))
-    if got is not None and got[0] is psg:
-        return got[1]
+    hold no MPI call and no call out of the function, sorted by first line."""
     blockers: dict[tuple, list[int]] = {}
     for u in range(len(psg)):
         if psg.kind[u] in (MPI, CALL, INDIRECT) and psg.line_first[u] > 0:
@@ -110,16 +105,15 @@ def _nest_spans(psg: PSG) -> dict:
         first = np.array([a for a, _, _ in spans])
         last = np.array([-b for _, b, _ in spans])
         groups[where] = (first, last, [key for _, _, key in spans])
-    _SPANS.clear()
-    _SPANS[id(psg)] = (psg, groups)
     return groups
 
 
 def constructs(psg: PSG) -> Constructs:
     ids: dict[tuple, int] = {}
     cid = np.empty(len(psg), dtype=np.int64)
+    spans = nest_spans(psg)
     for v in range(len(psg)):
-        cid[v] = ids.setdefault(nest_key(psg, v), len(ids))
+        cid[v] = ids.setdefault(nest_key(psg, v, spans), len(ids))
     order = np.argsort(cid, kind="stable")
     starts = np.searchsorted(cid[order], np.arange(len(ids)))
     instances = [order[a:b].tolist() for a, b in zip(starts, list(starts[1:]) + [len(order)])]
