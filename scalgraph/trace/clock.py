@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import heapq
 from dataclasses import dataclass, field
+from types import SimpleNamespace
 
 import numpy as np
 
@@ -141,15 +142,17 @@ class ClockReport:
 
 def logical_messages(trace: tm.Trace, params: ClockParams = ClockParams(), flat=None) -> LogicalMessages:
     flat = flat if flat is not None else matching.flatten(trace)
-    nest = matching.match_regions(flat)
-    msgs = matching.match_messages(flat, nest)
+    # only the regions of the collectives' and MPI_Init/Finalize's events are needed, not the
+    # whole nesting of match_regions
+    depth = matching.depth_after(flat)
+    send_evt, recv_evt_p2p = matching.pair_messages(flat)[:2]
     # p2p messages are the first sets, one sender each; collectives are appended, vectorised over
     # the instances of one kind on one communicator
-    np2p = len(msgs.send_evt)
-    sets: list[np.ndarray] = [msgs.send_evt.astype(np.int64)]
+    np2p = len(send_evt)
+    sets: list[np.ndarray] = [send_evt.astype(np.int64)]
     sizes: list[np.ndarray] = [np.ones(np2p, np.int64)]
     kinds: list[np.ndarray] = [np.full(np2p, P2P, np.int8)]
-    recv_evt: list[np.ndarray] = [msgs.recv_evt.astype(np.int64)]
+    recv_evt: list[np.ndarray] = [recv_evt_p2p.astype(np.int64)]
     recv_set: list[np.ndarray] = [np.arange(np2p, dtype=np.int64)]
     nsets = [np2p]
 
@@ -171,14 +174,17 @@ def logical_messages(trace: tm.Trace, params: ClockParams = ClockParams(), flat=
         senders, receivers = np.asarray(senders, np.int64)[None, :], np.asarray(receivers, np.int64)[None, :]
         add_block(kind, senders, np.ones(senders.shape, bool), receivers, np.ones(receivers.shape, bool))
 
-    ev, partner = flat.ev, nest.partner
+    ev = flat.ev
     op_of_region = np.array([_op_name(trace, i) for i in range(len(trace.regions))] + [""], dtype=object)
-    for inst in matching.match_collectives(flat, nest, trace.comms):
+    coll_end = np.flatnonzero(ev["kind"] == tm.COLL_END)
+    owner = np.full(len(flat.rank), -1, np.int64)
+    owner[coll_end] = matching.owner_of(flat, depth, coll_end)
+    for inst in matching.match_collectives(flat, SimpleNamespace(owner=owner), trace.comms):
         size = len(inst.members)
         if size < 2 or inst.end_evt.shape[0] == 0:
             continue
         enters = inst.op
-        exits = partner[np.maximum(enters, 0)]
+        exits = np.where(enters >= 0, matching.exit_of(flat, depth, np.maximum(enters, 0).ravel()).reshape(enters.shape), -1)
         ok = np.all(enters >= 0, axis=1) & np.all(exits >= 0, axis=1)   # COLL_END outside a region: no order
         ends = inst.end_evt
         sent, got = ev["bytes"][ends] > 0, ev["bytes_recv"][ends] > 0
@@ -208,7 +214,7 @@ def logical_messages(trace: tm.Trace, params: ClockParams = ClockParams(), flat=
         for k in np.flatnonzero(ok & np.isin(ops, list(_SCAN))).tolist():
             for l in range(1, size):
                 add(SCAN, enters[k, :l + 1], exits[k, l:l + 1])
-    _add_init_finalize(trace, flat, nest, add)
+    _add_init_finalize(trace, flat, depth, add)
     size = np.concatenate(sizes)
     return LogicalMessages(
         set_members=np.concatenate(sets), set_ptr=np.concatenate(([0], np.cumsum(size))).astype(np.int64),
@@ -222,7 +228,7 @@ def _op_name(trace: tm.Trace, region: int) -> str:
     return name[4:].lower() if name else ""
 
 
-def _add_init_finalize(trace, flat, nest, add) -> None:
+def _add_init_finalize(trace, flat, depth, add) -> None:
     """MPI_Init(_thread) and MPI_Finalize synchronise all ranks: the k-th call of each, when every rank has it."""
     names = {i for i, r in enumerate(trace.regions) if r.name.lower() in ("mpi_init", "mpi_init_thread")}
     fins = {i for i, r in enumerate(trace.regions) if r.name.lower() == "mpi_finalize"}
@@ -236,7 +242,7 @@ def _add_init_finalize(trace, flat, nest, add) -> None:
                     for r in range(flat.nranks)]
         for k in range(min(len(p) for p in per_rank)):
             enters = np.array([p[k] for p in per_rank])
-            exits = nest.partner[enters]
+            exits = matching.exit_of(flat, depth, enters)
             if np.all(exits >= 0):
                 add(INIT_FINALIZE, enters, exits)
 
