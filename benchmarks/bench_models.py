@@ -213,6 +213,7 @@ def main(argv=None) -> int:
     ap.add_argument("--sets", help="numbers of scales to run, e.g. 4,5 (default 4,5,3: 2..16, 2..32, 2..8)")
     ap.add_argument("--informed", action="store_true", help="add the column 'informed': the Bayes choice of a selector "
                     "that knows the generator's terms, their frequencies and the noise (a reference, not a tool)")
+    ap.add_argument("--reps", help="repetition counts to run, e.g. 5 (default 1,5)")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--extrap-cache", metavar="FILE", help="keep Extra-P's results here (JSON) and reuse them: "
                     "they do not change while scalgraph's model selection is worked on")
@@ -221,6 +222,7 @@ def main(argv=None) -> int:
     sets = (4, 5) if args.quick else (4, 5, 3)
     if args.sets:
         sets = tuple(int(x) for x in args.sets.split(","))
+    rep_counts = tuple(int(x) for x in args.reps.split(",")) if args.reps else REPS
     with_extrap = not args.no_extrap and extrap_available()
     if not with_extrap and not args.no_extrap:
         print("extrap is not installed: scalgraph only (see docs/scaling-models.md to install it)")
@@ -234,7 +236,7 @@ def main(argv=None) -> int:
     print(f"{'scales':>10} {'noise':>5} {'reps':>4}  " + "  ".join(f"{t:>28}" for t in tools + extra))
     for n in sets:
         scales = SCALE_SETS[n]
-        for reps in REPS:
+        for reps in rep_counts:
             for noise in NOISES:
                 rng = np.random.default_rng([args.seed, n, reps, int(round(noise * 1000))])
                 data = measure(scales, noise, reps, draws, rng)
@@ -266,7 +268,7 @@ def main(argv=None) -> int:
     if with_extrap and 4 in sets and 5 in sets:
         print("\nacceptance: scalgraph with 4 scales against Extra-P (best of its two modes) with 5")
         ok = True
-        for reps in REPS:
+        for reps in rep_counts:
             for noise in NOISES:
                 ours, our_err = results[(4, noise, reps, "scalgraph")]
                 if any((5, noise, reps, t) not in results for t in tools[1:]):
@@ -286,7 +288,7 @@ def main(argv=None) -> int:
         print("\nsame scales: cells where scalgraph recovers at least as often as Extra-P's better mode, and where its "
               "median error at 64/128 (worst of the two) is no larger")
         for n in sets:
-            cells = [(noise, reps) for reps in REPS for noise in NOISES
+            cells = [(noise, reps) for reps in rep_counts for noise in NOISES
                      if all((n, noise, reps, t) in results for t in tools)]
             rec = sum(results[(n, *c, "scalgraph")][0] >= max(results[(n, *c, t)][0] for t in tools[1:])
                       for c in cells)
