@@ -128,7 +128,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="sg-bench-") as tmpname:
         tmp = pathlib.Path(tmpname)
         print(f"sampling: {args.sampler} at {args.hz:g} Hz")
-        print(f"{'sample':<13}{'ranks':>6}{'plain s':>9}{'shim s':>9}{'ratio':>8}{'cpu ratio':>11}   "
+        print(f"{'sample':<17}{'ranks':>6}{'plain s':>9}{'shim s':>9}{'ratio':>8}{'cpu ratio':>11}   "
               f"(medians of {args.reps} interleaved pairs; ratios = medians of per-pair ratios)")
         all_ratios, all_cpu = [], []
         by_kind: dict[tuple[str, int], list[tuple[float, float]]] = {}
@@ -147,7 +147,7 @@ def main() -> int:
                 all_cpu.append(cpu_ratio)
                 by_kind.setdefault(("MPI + OpenMP" if sample.startswith("hybrid") else "MPI only", p), []).append(
                     (ratio, cpu_ratio))
-                print(f"{sample:<13}{p:>6}{statistics.median(a for a, _ in pairs):>9.3f}"
+                print(f"{sample:<17}{p:>6}{statistics.median(a for a, _ in pairs):>9.3f}"
                       f"{statistics.median(b for _, b in pairs):>9.3f}{ratio:>8.3f}{cpu_ratio:>11.3f}")
         print(f"overall median ratio: wall {statistics.median(all_ratios):.3f}, cpu {statistics.median(all_cpu):.3f}"
               f"  (load average at the end: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores)")
@@ -159,16 +159,16 @@ def main() -> int:
                 print(f"{p:>5}" + "".join(f"{statistics.median(r for r, _ in c):>20.3f}{statistics.median(x for _, x in c):>7.3f}"
                                           if c else f"{'-':>20}{'-':>7}" for c in cells))
 
-        print(f"\n{'sample':<13}{'ranks':>6}{'iters':>7}{'bytes/rank':>12}{'10x iters':>10}{'bytes/rank':>12}")
+        print(f"\n{'sample':<17}{'ranks':>6}{'iters':>7}{'bytes/rank':>12}{'10x iters':>10}{'bytes/rank':>12}")
         for sample, (inst, _) in built.items():
             p = min(args.ranks)
             n = iterations_of(inst, p, tmp)
             if n is None:
-                print(f"{sample:<13}{p:>6}   (no iteration count printed; skipped)")
+                print(f"{sample:<17}{p:>6}   (no iteration count printed; skipped)")
                 continue
             wall(inst, p, tmp / f"b1-{sample}", [str(n)])
             wall(inst, p, tmp / f"b10-{sample}", [str(10 * n)])
-            print(f"{sample:<13}{p:>6}{n:>7}{rank_file_bytes(tmp / f'b1-{sample}'):>12}{10 * n:>10}"
+            print(f"{sample:<17}{p:>6}{n:>7}{rank_file_bytes(tmp / f'b1-{sample}'):>12}{10 * n:>10}"
                   f"{rank_file_bytes(tmp / f'b10-{sample}'):>12}")
         per_call_costs(tmp, args.reps)
     return 0
