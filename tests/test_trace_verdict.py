@@ -173,3 +173,47 @@ def test_balanced_program_with_jitter_has_no_verdict(tmp_path, capsys):
     assert rep["root_causes"] == [] and rep["problem_found"] is False
     assert cli.main(["trace", str(path)]) == 0
     assert "No root cause: no computation delay reaches 5 % of the total time" in capsys.readouterr().out
+
+
+def late_before_a_broadcast(iterations: int = 3) -> Builder:
+    """Three ranks.  Each iteration: Allreduce (ranks 0 and 2 wait there 1 s for rank 1 from the
+    second iteration on); rank 1 alone runs `extra` (1 s); Bcast from root 0; every rank runs
+    `kernel` (1 s).  The Bcast orders rank 1 after root 0 only, so the work that made rank 1 late is
+    `extra`."""
+    b = Builder(3)
+    clk = [0.0, 0.0, 0.0]
+
+    def allreduce():
+        end = max(clk) + 0.01
+        for r in range(3):
+            b.coll(r, clk[r], end, "MPI_Allreduce")
+            clk[r] = end
+
+    for _ in range(iterations):
+        allreduce()
+        b.work(1, clk[1], clk[1] + 1.0, "extra")
+        clk[1] += 1.0
+        root_enter = clk[0]
+        for r in range(3):
+            leave = max(clk[r], root_enter) + 0.01
+            b.coll(r, clk[r], leave, "MPI_Bcast", root=0, sent=8 if r == 0 else 0, recvd=0 if r == 0 else 8)
+            clk[r] = leave
+        for r in range(3):
+            b.work(r, clk[r], clk[r] + 1.0, "kernel")
+            clk[r] += 1.0
+    allreduce()
+    return b
+
+
+def test_a_rooted_collective_does_not_hide_the_work_that_made_a_non_root_late():
+    """Scalasca's intervals start every member's interval at the Bcast, so rank 1's interval before
+    the Allreduce holds only the balanced kernel and the delay table has nothing for `extra`; the
+    verdict reads intervals in which a rooted collective synchronises its root only, and names it."""
+    from scalgraph.commands.trace import analyse
+    tr = late_before_a_broadcast().build()
+    rep = analyse(tr, clock_correction=False, complete=True)
+    table = {c["callpath"]: c["seconds"] for c in rep["delay"]["root_causes"]}
+    assert table.get("extra", 0.0) == pytest.approx(0.0, abs=1e-9)
+    assert [c["callpaths"] for c in rep["root_causes"]][:1] == [["extra"]]
+    assert rep["root_causes"][0]["rank"] == 1
+    assert rep["root_causes"][0]["seconds"] == pytest.approx(2.0 * 3, rel=0.02)   # 2 ranks x 1 s x 3

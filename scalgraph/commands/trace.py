@@ -5,6 +5,7 @@ thread-CPU time per rank and PSG vertex that decides whether a delay was real wo
 from __future__ import annotations
 
 import sys
+from dataclasses import replace
 
 
 def add_arguments(p) -> None:
@@ -159,10 +160,15 @@ def analyse(trace, clock_correction: bool = True, top: int = 10, source: str = "
     if write_corrected:
         write_trace_by_name(trace, write_corrected)
     fwd = forward.forward_replay(forward.build_context(trace))
-    dl = delay.delay_analysis(fwd, delay_options or delay.DelayOptions())
+    options = delay_options or delay.DelayOptions()
+    dl = delay.delay_analysis(fwd, options)
+    # the verdict reads delays whose intervals a rooted collective does not cut for its non-root ranks
+    dl_verdict = dl
+    if options.collectives != "root" and delay.has_rooted_collectives(fwd.ctx):
+        dl_verdict = delay.delay_analysis(fwd, replace(options, collectives="root"))
     result = report.build_report(fwd, dl, critical_path.critical_path(fwd), top=top, clock=clock, source=source,
                                  min_share=min_share, cpu=cpu, notes=notes, clock_correction=info,
-                                 program_time=extra)
+                                 program_time=extra, verdict_delay=dl_verdict)
     retime.add_whatif(result["root_causes"], fwd, spans)      # what fixing each verdict cause would save
     return result if complete else report.limited(result, top)
 

@@ -58,6 +58,7 @@ from scalgraph.trace.hugepages import without_hugepage_advice
 SCALES = ("scalasca", "seed")
 FAMILIES = ("chain-end", "direct")
 SYNC_POINTS = ("waits", "messages")
+COLLECTIVE_SYNC = ("all", "root")
 
 
 @dataclass(frozen=True)
@@ -65,11 +66,16 @@ class DelayOptions:
     scale: str = "scalasca"      # "scalasca": p2p short-term factor clipped at 1; "seed": unclipped
     family: str = "chain-end"    # long-term costs under the chain's last wait ("chain-end") or the direct one
     sync_points: str = "waits"   # p2p synchronisation points: messages with a wait state (scout) or every message
+    # "all": every collective is a synchronisation point of every member (scout); "root": a rooted
+    # collective (1-to-N, N-to-1) is one of its root only: it orders no two non-root ranks, so an
+    # interval that starts there hides the work that made a non-root rank late (the verdict's reading)
+    collectives: str = "all"
 
     def __post_init__(self):
-        if self.scale not in SCALES or self.family not in FAMILIES or self.sync_points not in SYNC_POINTS:
+        if (self.scale not in SCALES or self.family not in FAMILIES or self.sync_points not in SYNC_POINTS
+                or self.collectives not in COLLECTIVE_SYNC):
             raise UserError(f"delay options: scale must be one of {SCALES}, family one of {FAMILIES}, "
-                            f"sync_points one of {SYNC_POINTS}")
+                            f"sync_points one of {SYNC_POINTS}, collectives one of {COLLECTIVE_SYNC}")
 
 
 # p2p wait states whose distributed waiting Scalasca clips at ΣΔ + W
@@ -239,27 +245,50 @@ def synchronising_messages(ctx: ReplayContext) -> np.ndarray:
     return late_sender | late_receiver
 
 
-def _participations(ctx: ReplayContext, every_message: bool = False):
+def _participations(ctx: ReplayContext, every_message: bool = False, root_only: bool = False):
     """Every synchronisation point each rank takes part in: (rank, partner key, call ENTER): both ends
     of every synchronising message (the sender at the call that started the send, the receiver at
-    the call that completed the receive) and every collective."""
+    the call that completed the receive) and every collective (`root_only`: of a rooted collective,
+    its root only)."""
     m = ctx.msgs
     b = np.ones(len(m), bool) if every_message else synchronising_messages(ctx)
     ranks = [m.src[b], m.dst[b]]
     keys = [m.dst[b], m.src[b]]
     ops = [m.send_op[b], m.recv_op[b]]
     for ci in ctx.colls:
-        ranks.append(np.broadcast_to(ci.members, ci.op.shape).ravel())
-        keys.append(np.full(ci.op.size, ci.key, np.int64))
-        ops.append(ci.op.ravel())
+        keep = ~_rooted_non_roots(ctx, ci) if root_only else np.ones(ci.op.shape, bool)
+        ranks.append(np.broadcast_to(ci.members, ci.op.shape)[keep])
+        keys.append(np.full(int(keep.sum()), ci.key, np.int64))
+        ops.append(ci.op[keep])
     return np.concatenate(ranks).astype(np.int64), np.concatenate(keys).astype(np.int64), np.concatenate(ops)
+
+
+def has_rooted_collectives(ctx: ReplayContext) -> bool:
+    """Whether some 1-to-N or N-to-1 collective with a known root has non-root members."""
+    return any(_rooted_non_roots(ctx, ci).any() for ci in ctx.colls)
+
+
+def _rooted_non_roots(ctx: ReplayContext, ci) -> np.ndarray:
+    """[instances, members] True for the non-root members of a 1-to-N or N-to-1 collective whose root
+    is known (an unknown root keeps every member a synchronisation point)."""
+    out = np.zeros(ci.op.shape, bool)
+    if ci.op.size == 0:
+        return out
+    kind = ctx.region_coll_kind[ctx.ev["region"][np.maximum(ci.op[:, 0], 0)]]
+    rooted = np.isin(kind, [patterns.COLL_KINDS.index("1ton"), patterns.COLL_KINDS.index("nto1")])
+    rooted &= np.all(ci.op >= 0, axis=1)
+    if not rooted.any():
+        return out
+    root = patterns.root_columns(ctx, ci, np.maximum(ci.end_evt, 0))
+    cols = np.arange(ci.op.shape[1])[None, :]
+    return rooted[:, None] & (root[:, None] >= 0) & (cols != root[:, None])
 
 
 def interval_starts(ctx: ReplayContext, waits: np.ndarray, q_rank, q_key, q_time,
                     options: DelayOptions = DelayOptions()) -> np.ndarray:
     """Start of the synchronisation interval ending at q_time for (rank, partner key): the end of
     the waiting time of the previous synchronisation with that partner, or -inf."""
-    p_rank, p_key, p_op = _participations(ctx, options.sync_points == "messages")
+    p_rank, p_key, p_op = _participations(ctx, options.sync_points == "messages", options.collectives == "root")
     p_time = ctx.time[p_op]
     # the end of the waiting at each participation's call (several messages may share one call)
     calls, inv = np.unique(waits["op"], return_inverse=True)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import replace
 from types import SimpleNamespace
 
 import numpy as np
@@ -21,7 +22,7 @@ import numpy as np
 from scalgraph.errors import UserError
 from scalgraph.model import trace as tm
 from scalgraph.trace import patterns, parallel_phases as ph
-from scalgraph.trace.delay import DelayOptions, DelayResult
+from scalgraph.trace.delay import DelayOptions, DelayResult, has_rooted_collectives
 from scalgraph.trace.parallel_partial import (Partial, build_partial, merge_callpaths, rank_blocks,
                                               rank_callpaths)
 
@@ -142,21 +143,16 @@ def replay(comm, path: str, top: int = 10, source: str = "", min_share: float = 
     fwd, waits, forward_out = _forward(comm, part, cpmap, len(g_parent), ALL_INSTANCES)
     sync = waits[patterns.SYNC_PATTERNS[waits["pattern"]]]
     delay_out = _delay(comm, part, sync, cpmap, len(g_parent), options)
+    # the verdict's reading (as the serial command): rooted collectives synchronise their root only
+    verdict_out = delay_out
+    if options.collectives != "root" and comm.allreduce(has_rooted_collectives(ctx), op=_lor()):
+        verdict_out = _delay(comm, part, sync, cpmap, len(g_parent), replace(options, collectives="root"))
     path_out = _critical_path(comm, part, fwd, sync, cpmap, len(g_parent))
     if comm.Get_rank() != 0:
         return None
     cube, inst, stats = forward_out
-    (ids, omega, gamma, _, table), short, long_, sums = delay_out
-    gamma = gamma.sum(axis=1)
-    dw = np.zeros(len(omega), patterns.WAIT_DTYPE)
-    dw["wait"] = omega
-    dw["pattern"], dw["rank"], dw["causer"] = table["pattern"], table["rank"], table["causer"]
-    s, dist = table["scale"], table["distributed"]
-    dl = DelayResult(waits=dw, short_term=short.sum(axis=0), long_term=long_.sum(axis=0), short_by_pattern=short,
-                     long_by_pattern=long_, gamma=gamma, direct=dist * s * table["sum_delta"],
-                     indirect=dist * s * table["wait_in_interval"], unexplained=float(sums[0]), scale=s,
-                     sum_delta=table["sum_delta"], wait_in_interval=table["wait_in_interval"], distributed=dist,
-                     options=options, enter=table["enter"])
+    dl = _delay_result(delay_out, options)
+    dl_verdict = dl if verdict_out is delay_out else _delay_result(verdict_out, replace(options, collectives="root"))
     fake_ctx, fake_rows = _report_inputs(ctx.trace.regions, part.nranks, int(counts.sum()), g_parent, g_region,
                                          [x for i in inst for x in i], stats)
     fake_fwd = SimpleNamespace(ctx=fake_ctx, waits=fake_rows, cube=cube,
@@ -164,7 +160,26 @@ def replay(comm, path: str, top: int = 10, source: str = "", min_share: float = 
     from scalgraph.trace import report
     clock = _clock_note(bool(ctx.trace.meta.get("clock_offsets_applied")), fake_fwd.clock_violations)
     return report.build_report(fake_fwd, dl, ph.critical_path_result(*path_out), top=top, clock=clock,
-                               source=source, min_share=min_share)
+                               source=source, min_share=min_share, verdict_delay=dl_verdict)
+
+
+def _lor():
+    from mpi4py import MPI
+    return MPI.LOR
+
+
+def _delay_result(delay_out, options: DelayOptions) -> DelayResult:
+    """Process 0's DelayResult from the gathered delay phase."""
+    (ids, omega, gamma, _, table), short, long_, sums = delay_out
+    dw = np.zeros(len(omega), patterns.WAIT_DTYPE)
+    dw["wait"] = omega
+    dw["pattern"], dw["rank"], dw["causer"] = table["pattern"], table["rank"], table["causer"]
+    s, dist = table["scale"], table["distributed"]
+    return DelayResult(waits=dw, short_term=short.sum(axis=0), long_term=long_.sum(axis=0), short_by_pattern=short,
+                       long_by_pattern=long_, gamma=gamma.sum(axis=1), direct=dist * s * table["sum_delta"],
+                       indirect=dist * s * table["wait_in_interval"], unexplained=float(sums[0]), scale=s,
+                       sum_delta=table["sum_delta"], wait_in_interval=table["wait_in_interval"], distributed=dist,
+                       options=options, enter=table["enter"])
 
 
 def _forward(comm, part: Partial, cpmap: np.ndarray, ncp: int, n_inst: int):

@@ -223,7 +223,7 @@ def _completion(kind, pattern_key, senders_only):
 def _late_broadcast(ctx, found):
     out = [_rows(0)]
     for ci, op, end, en, ex, sent, recvd in _instances(ctx, "1ton"):
-        rc = _root_columns(ctx, ci, end)
+        rc = root_columns(ctx, ci, end)
         ok = rc >= 0
         rows = np.arange(len(op))
         en_root = en[rows, np.maximum(rc, 0)]
@@ -237,7 +237,7 @@ def _late_broadcast(ctx, found):
 def _early_reduce(ctx, found):
     out = [_rows(0)]
     for ci, op, end, en, ex, sent, recvd in _instances(ctx, "nto1"):
-        rc = _root_columns(ctx, ci, end)
+        rc = root_columns(ctx, ci, end)
         rows = np.arange(len(op))
         col = np.arange(op.shape[1])[None, :]
         sender = (sent > 0) & (col != rc[:, None])
@@ -322,7 +322,7 @@ def _init_completion(ctx, found):
     return rows
 
 
-def _root_columns(ctx, ci, end) -> np.ndarray:
+def root_columns(ctx, ci, end) -> np.ndarray:
     """Column of the root (a world rank in the COLL_END event) per instance, -1 if not a member."""
     root = ctx.ev["peer"][end[:, 0]]
     col_of = np.full(ctx.nranks + 1, -1, np.int64)

@@ -59,13 +59,15 @@ def _rank_summary(values: np.ndarray) -> dict:
 def build_report(fwd: ForwardResult, dl: DelayResult, cp: CriticalPath, top: int = 10,
                  clock: str = "", source: str = "", min_share: float = verdicts.MIN_SHARE,
                  cpu: verdicts.CpuEvidence | None = None, notes: list[str] | None = None,
-                 clock_correction: dict | None = None, program_time: float = 0.0) -> dict:
+                 clock_correction: dict | None = None, program_time: float = 0.0,
+                 verdict_delay: DelayResult | None = None) -> dict:
     """The whole report: everything the analysis computed (`--top` limits the text rendering only).
     `cpu`: the run's thread-CPU seconds per [rank, vertex] for the verdict's real-work rule (None: a
     trace without profiles, only the size floor applies).  `clock_correction`: what the clock
     correction found and did (clock.ClockReport.as_dict), None when it did not run.  `program_time`:
     time between the program's begin/end records and its first/last event, summed over the ranks
-    (OTF2 ProgramBegin/End; Scalasca counts it in the total time)."""
+    (OTF2 ProgramBegin/End; Scalasca counts it in the total time).  `verdict_delay`: the delay costs
+    the verdict reads (verdict.py: rooted collectives synchronise their root only), default `dl`."""
     ctx = fwd.ctx
     names = callpath_names(ctx.nest, ctx.trace.regions)
     where = _where(fwd)
@@ -131,7 +133,8 @@ def build_report(fwd: ForwardResult, dl: DelayResult, cp: CriticalPath, top: int
                   "(Scalasca, seed 000)",
     }
     wall = fwd.cube[patterns.PATTERN_INDEX["time"]]
-    found = verdicts.verdict(cost, wall, is_mpi, where, names, total, min_share, cpu)
+    v_cost = cost if verdict_delay is None else verdict_delay.short_term + verdict_delay.long_term
+    found = verdicts.verdict(v_cost, wall, is_mpi, where, names, total, min_share, cpu)
     notes = list(notes or [])
     nranks = max(wall.shape[1], 1)         # the parallel replay's context holds no events
     if cpu is not None:
