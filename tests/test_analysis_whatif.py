@@ -121,3 +121,30 @@ def test_detect_reads_each_scale_once_for_the_whatif_too():
     result = analyse(psg, lazy)
     assert result["root_causes"][0]["whatif"]["gain"].keys() == {"2", "4", "8"}
     assert lazy.reads == {2: 1, 4: 1, 8: 1}
+
+
+def test_the_fix_is_the_diagnosis_scales_typical_rank_at_every_scale():
+    """zeusmp: the boundary loop runs on both ranks at p=2 and on 2 of 8 at p=8.  At p=8 the typical
+    rank spends nothing there, so the fix removes the loop everywhere: at p=2 too, where the two
+    ranks' own median (1 s each) would hide it.  p=2: busy 3 s on both, each loses 1 s: gain 1 s.
+    p=8: ranks 0 and 7 are busy 1.5 s, the rest 0.5 s; both lose 1 s: gain 1 s."""
+    from scalgraph.analysis.constructs import constructs
+    from scalgraph.analysis.whatif import RankTimes, predict_fixed
+    psg = syn.psg_from_tree(("FUNCTION", "main", 1, [("COMP", "comp", 29), ("COMP", "comp", 40)]), "zeusmp.c")
+    cons = constructs(psg)
+    loop, other = int(cons.cid[syn.vertex_at(psg, 29)]), int(cons.cid[syn.vertex_at(psg, 40)])
+
+    def times(cause: list[float], rest: float) -> RankTimes:
+        own = np.zeros((len(cause), len(cons)))
+        own[:, loop], own[:, other] = cause, rest
+        return RankTimes(own, own.sum(axis=1), np.ones(len(cause)))
+
+    per_scale = {2: times([1.0, 1.0], 2.0), 8: times([1.0, 0, 0, 0, 0, 0, 0, 1.0], 0.5)}
+    out = predict_fixed(psg, cons, per_scale, [loop], scaling_loss_of=lambda c: False,
+                        ideal_of=lambda c, p: 0.0, run_times={2: 3.0, 8: 1.5})
+    assert out[0]["gain"] == {"2": pytest.approx(1.0), "8": pytest.approx(1.0)}
+    # a cause every rank has to the same degree at the diagnosis scale is not removed
+    flat = {2: times([1.0, 1.0], 2.0), 8: times([1.0] * 8, 0.5)}
+    out = predict_fixed(psg, cons, flat, [loop], scaling_loss_of=lambda c: False,
+                        ideal_of=lambda c, p: 0.0, run_times={2: 3.0, 8: 1.5})
+    assert out[0]["gain"]["8"] == pytest.approx(0.0) and out[0]["gain"]["2"] == pytest.approx(0.0)

@@ -297,7 +297,7 @@ def analyse(psg: PSG, profiles: Mapping[int, RunProfile], abnorm_thd: float = DE
 
     whatif = predict_fixed(psg, cons, sm.rank_times, [x.construct for x in ranked],
                            scaling_loss_of=lambda c: bool(loss_total[c] >= floor > 0), ideal_of=ideal_share,
-                           run_times=times) if ranked else []
+                           run_times=times, weak=weak) if ranked else []
     return {
         "scales": scales,
         "run_time": {str(p): times[p] for p in scales},

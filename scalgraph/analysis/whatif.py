@@ -43,9 +43,11 @@ def bulk_synchronous_gain(busy: np.ndarray, removal: np.ndarray) -> float:
     return float(max(busy.max() - (busy - removal).max(), 0.0))
 
 
-def removal_per_rank(own_c: np.ndarray, ideal: float | None) -> np.ndarray:
+def removal_per_rank(own_c: np.ndarray, ideal: float | None, typical: np.ndarray | None = None) -> np.ndarray:
     """[R] seconds a fix removes from each rank: the excess over the (lower) median rank, or, for a construct
-    with a scaling loss (`ideal` given), everything above its ideal share, whichever is larger."""
+    with a scaling loss (`ideal` given), everything above its ideal share, or everything above
+    `typical` ([R], the typical rank's time where the cause was diagnosed, carried to this scale),
+    whichever is larger."""
     if own_c.size == 0:
         return own_c
     # the lower median: with an even count (2 ranks above all) the mean of the middle pair would
@@ -53,6 +55,8 @@ def removal_per_rank(own_c: np.ndarray, ideal: float | None) -> np.ndarray:
     out = np.maximum(own_c - np.quantile(own_c, 0.5, method="lower"), 0.0)
     if ideal is not None:
         out = np.maximum(out, own_c - ideal)
+    if typical is not None:
+        out = np.maximum(out, own_c - typical)
     return np.maximum(out, 0.0)
 
 
@@ -106,25 +110,40 @@ def nested_constructs(psg: PSG, cons: Constructs, c: int) -> list[int]:
 
 def predict_fixed(psg: PSG, cons: Constructs, per_scale: Mapping[int, RankTimes], constructs_: Sequence[int],
                   scaling_loss_of: Callable[[int], bool], ideal_of: Callable[[int, int], float],
-                  run_times: Mapping[int, float]) -> list[dict]:
+                  run_times: Mapping[int, float], weak: bool = False) -> list[dict]:
     """Per construct in `constructs_`: run time with it (and the constructs nested in its lines)
     fixed per scale, the gain, and the gain extrapolated to 2P and 4P.  `per_scale`: each scale's
     RankTimes.  `scaling_loss_of(c)`: the construct is fixed to its ideal share; `ideal_of(c, p)`:
-    that share per rank at scale p."""
+    that share per rank at scale p.
+
+    The fix is the one the diagnosis asks for at the largest scale P: every rank's time in the cause
+    brought to the typical (lower median) rank's there, carried to a scale p as ideal scaling would
+    (times P/p under strong scaling, unchanged under weak).  At a smaller scale every rank may run
+    the cause (zeusmp's boundary loop runs on both ranks at p=2, on 2 of 8 at p=8): its own median
+    then hides it, the diagnosis scale's does not."""
     groups = [nested_constructs(psg, cons, c) for c in constructs_]
     scales = sorted(per_scale)
+    big = scales[-1]
+
+    def own_of(rt: RankTimes, i: int, c: int, loss: bool) -> np.ndarray:
+        return rt.own[:, c] if loss else rt.own[:, groups[i]].sum(axis=1)
+
+    losses = [scaling_loss_of(c) for c in constructs_]
+    typical_big = [float(np.quantile(own_of(per_scale[big], i, c, losses[i]), 0.5, method="lower"))
+                   if per_scale[big].own.shape[0] else 0.0 for i, c in enumerate(constructs_)]
     gains = np.zeros((len(constructs_), len(scales)))
     for j, p in enumerate(scales):
         rt = per_scale[p]
+        carry = 1.0 if weak else big / p
         for i, c in enumerate(constructs_):
-            ideal = ideal_of(c, p) if scaling_loss_of(c) else None
-            own_g = rt.own[:, groups[i]].sum(axis=1) if ideal is None else rt.own[:, c]
+            ideal = ideal_of(c, p) if losses[i] else None
+            own_g = own_of(rt, i, c, losses[i])
             removal = removal_per_rank(own_g * rt.stretch,
-                                       None if ideal is None else ideal * float(np.median(rt.stretch)))
+                                       None if ideal is None else ideal * float(np.median(rt.stretch)),
+                                       typical_big[i] * carry * rt.stretch)
             gains[i, j] = bulk_synchronous_gain(rt.busy, removal)
     out = []
     fits = fit_models(scales, gains) if len(scales) >= 2 else None
-    big = scales[-1]
     for i, c in enumerate(constructs_):
         entry = {
             "method": "profile",
