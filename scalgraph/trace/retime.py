@@ -23,9 +23,12 @@ in a shortened call path on that rank), except at the events that waited for ano
   With nothing shortened every event keeps its time.
 
 Sends are taken as not waiting (eager delivery: a Late Receiver's sender keeps its original
-duration), and one-sided operations as local; both are documented limits.  The dependences point
-backwards along the program's causal order, so a round-robin over the ranks that advances each as far
-as its partners allow always finishes; local stretches are re-timed with one cumulative sum each.
+duration), and one-sided operations as local; both are documented limits.  Only the synchronising events
+(and each rank's first) are solved: any other event keeps its distance from the last of them before
+it, over the shortened gaps (prefix sums).  The dependences point backwards along the program's
+causal order, so rounds that advance every rank whose next synchronising event has all its partners
+placed always finish; each round is a few array operations over the ranks (about 2000 rounds for
+10^6 events of a 64-rank halo exchange).
 """
 from __future__ import annotations
 
@@ -65,85 +68,109 @@ def shrink_fractions(ctx: ReplayContext, excl: np.ndarray, callpaths: list[int])
 
 @dataclass
 class _Deps:
-    """Per synchronising event e (arrays over all events, meaningful where `kind` > 0): what it waits
-    for and how long it took once it could finish."""
-    kind: np.ndarray       # 0 local, 1 receive completion, 2 collective end
-    entry: np.ndarray      # the ENTER of the MPI call e is in
-    start: np.ndarray      # e's partners are partner[start[e]:stop[e]] (sends, or awaited members' entries)
-    stop: np.ndarray
+    """Per synchronising event (`sync`, sorted): what it waits for and how long it took once it could
+    finish.  Partners are shared in groups: the sends of one Wait's receives, the entries one
+    collective instance's members await."""
+    sync: np.ndarray       # the synchronising events: receive completions and collective ends
+    entry: np.ndarray      # [S] the ENTER of the MPI call each is in
+    group: np.ndarray      # [S] its partner group, -1 for none
+    gstart: np.ndarray     # [G] group g's partners are partner[gstart[g]:gstop[g]]
+    gstop: np.ndarray
     partner: np.ndarray
-    own: np.ndarray        # seconds from the call's readiness to e: its own part, counted from its entry
-    transfer: np.ndarray   # seconds from the latest partner to e
+    own: np.ndarray        # [S] seconds from readiness to the event: its own part, counted from its entry
+    transfer: np.ndarray   # [S] seconds from the latest partner to the event
 
 
 def _dependences(ctx: ReplayContext) -> _Deps:
+    """Every receive completion and collective end, with its partners and its two durations."""
     t = ctx.time
-    n = len(t)
-    entry = ctx.nest.owner
-    kind = np.zeros(n, np.int8)
-    start = np.zeros(n, np.int64)
-    stop = np.zeros(n, np.int64)
+    owner = ctx.nest.owner
     m = ctx.msgs
-    # receives: a call completing several (a Waitall) waits for all their sends
-    calls = entry[m.recv_evt]
+    # receives: a call completing several (a Waitall) waits for all their sends; one group per call
+    calls = owner[m.recv_evt]
     order = np.argsort(calls, kind="stable")
-    partner_p2p = m.send_evt[order]
     call_sorted = calls[order]
-    first = np.searchsorted(call_sorted, calls, "left")
-    last = np.searchsorted(call_sorted, calls, "right")
-    kind[m.recv_evt] = 1
-    start[m.recv_evt], stop[m.recv_evt] = first, last
-    parts = [partner_p2p]
-    base = len(partner_p2p)
+    heads = np.flatnonzero(np.r_[True, call_sorted[1:] != call_sorted[:-1]]) if len(calls) else np.zeros(0, np.int64)
+    gstart = [heads]
+    gstop = [np.r_[heads[1:], len(calls)].astype(np.int64) if len(calls) else heads]
+    partners = [m.send_evt[order]]
+    sync_ev = [m.recv_evt]
+    sync_group = [np.searchsorted(call_sorted[heads], calls)] if len(calls) else [np.zeros(0, np.int64)]
+    sync_coll = [np.zeros(len(calls), bool)]
+    base, ngroups = len(calls), len(heads)
     ev_region, ev_peer = ctx.flat.ev["region"], ctx.flat.ev["peer"]
     for ci in ctx.colls:
-        members = ci.members.tolist()
-        for k in range(ci.end_evt.shape[0]):
-            ops = ci.op[k]
-            ends = ci.end_evt[k]
-            region = ev_region[ops[0]] if ops[0] >= 0 else -1
-            ckind = int(ctx.region_coll_kind[region]) if region >= 0 else _KIND["nxn"]
-            root = int(ev_peer[ends[0]])
-            root_pos = members.index(root) if root in members else -1
-            present = ops[ops >= 0]
-            for q, e in enumerate(ends.tolist()):
-                if e < 0:
-                    continue
-                if ckind == _KIND["1ton"] and q != root_pos and root_pos >= 0 and ops[root_pos] >= 0:
-                    awaited = ops[root_pos:root_pos + 1]       # a non-root waits for the root
-                elif (ckind == _KIND["1ton"] and q == root_pos) or (ckind == _KIND["nto1"] and q != root_pos):
-                    awaited = present[:0]                       # the root of 1-to-N, a sender of N-to-1
-                else:                                           # N x N, barrier, scan, N-to-1's root
-                    awaited = present
-                kind[e] = 2
-                start[e], stop[e] = base, base + len(awaited)
-                parts.append(awaited)
-                base += len(awaited)
-    partner = np.concatenate(parts).astype(np.int64) if parts else np.zeros(0, np.int64)
-    sync = np.flatnonzero(kind)
+        ops, ends = ci.op, ci.end_evt                     # [K x M]
+        if ops.size == 0:
+            continue
+        nk, nm = ops.shape
+        first_op, first_end = _first_valid(ops), _first_valid(ends)
+        region = np.where(first_op >= 0, ev_region[np.maximum(first_op, 0)], -1)
+        ckind = np.where(region >= 0, ctx.region_coll_kind[np.maximum(region, 0)], _KIND["nxn"])
+        root = np.where(first_end >= 0, ev_peer[np.maximum(first_end, 0)], -1)
+        pos_of = {int(r): i for i, r in enumerate(ci.members.tolist())}
+        root_pos = np.array([pos_of.get(int(r), -1) for r in root], np.int64)
+        q = np.broadcast_to(np.arange(nm), (nk, nm))
+        is_root = q == root_pos[:, None]
+        root_op = np.where(root_pos >= 0, ops[np.arange(nk), np.maximum(root_pos, 0)], -1)
+        one_to_n = (ckind == _KIND["1ton"])[:, None]
+        n_to_one = (ckind == _KIND["nto1"])[:, None]
+        awaits_root = one_to_n & ~is_root & (root_op >= 0)[:, None]
+        awaits_none = (one_to_n & is_root) | (n_to_one & ~is_root) | (one_to_n & ~is_root & (root_op < 0)[:, None])
+        awaits_all = ~awaits_root & ~awaits_none
+        valid = ends >= 0
+        # group per instance: all its entries (awaited by N x N members and N-to-1's root) ...
+        counts = (ops >= 0).sum(axis=1)
+        all_start = base + np.cumsum(counts) - counts
+        partners.append(ops[ops >= 0])                   # row-major: instance by instance
+        gstart.append(all_start)
+        gstop.append(all_start + counts)
+        base += int(counts.sum())
+        all_group = ngroups + np.arange(nk)
+        ngroups += nk
+        # ... and the root's entry (awaited by 1-to-N's other members)
+        partners.append(np.maximum(root_op, 0))
+        gstart.append(base + np.arange(nk))
+        gstop.append(base + np.arange(nk) + 1)
+        base += nk
+        root_group = ngroups + np.arange(nk)
+        ngroups += nk
+        grp = np.where(awaits_all, all_group[:, None], np.where(awaits_root, root_group[:, None], -1))
+        sync_ev.append(ends[valid])
+        sync_group.append(grp[valid])
+        sync_coll.append(np.ones(int(valid.sum()), bool))
+    sync = np.concatenate(sync_ev).astype(np.int64)
+    group = np.concatenate(sync_group).astype(np.int64)
+    is_coll = np.concatenate(sync_coll)
+    order = np.argsort(sync, kind="stable")
+    sync, group, is_coll = sync[order], group[order], is_coll[order]
+    gstart_a, gstop_a = np.concatenate(gstart).astype(np.int64), np.concatenate(gstop).astype(np.int64)
+    partner = np.concatenate(partners).astype(np.int64)
+    entry = owner[sync]
+    t_entry = np.where(entry >= 0, t[entry], t[sync])
     # readiness in the trace: the call's entry or its latest partner, whichever came later
-    latest = np.full(n, -np.inf)
-    if len(partner):
-        nonempty = sync[stop[sync] > start[sync]]
-        idx = np.repeat(nonempty, stop[nonempty] - start[nonempty])
-        np.maximum.at(latest, idx, t[partner[_ranges(start[nonempty], stop[nonempty])]])
-    waited = np.zeros(n, bool)
-    waited[sync] = latest[sync] > t[entry[sync]]
-    ready = np.where(waited, latest, t[entry])
-    own = np.zeros(n)
-    own[sync] = np.maximum(t[sync] - ready[sync], 0.0)
-    # A call that did not wait shows only its own part, counted from its entry.  How long a transfer
-    # takes after its partner's send (or last entry) is what the calls that waited show: their median.
-    # When the fix makes such a partner late, the call's own part and the waiting overlap.
+    glatest = np.full(len(gstart_a), -np.inf)
+    nonempty = np.flatnonzero(gstop_a > gstart_a)
+    if len(nonempty):          # the groups tile the partner array in order: one reduceat
+        glatest[nonempty] = np.maximum.reduceat(t[partner], gstart_a[nonempty])
+    latest = np.where(group >= 0, glatest[np.maximum(group, 0)], -np.inf)
+    waited = latest > t_entry
+    ready = np.where(waited, latest, t_entry)
+    own = np.maximum(t[sync] - ready, 0.0)
     transfer = own.copy()
-    for k in (1, 2):
-        of_kind = sync[kind[sync] == k]
-        seen = of_kind[waited[of_kind]]
-        if len(seen):
-            typical = float(np.median(own[seen]))
-            early = of_kind[~waited[of_kind]]
-            transfer[early] = np.minimum(own[early], typical)
-    return _Deps(kind, entry, start, stop, partner, own, transfer)
+    for sel in (~is_coll, is_coll):
+        seen = sel & waited
+        if seen.any():
+            early = sel & ~waited
+            transfer[early] = np.minimum(own[early], float(np.median(own[seen])))
+    return _Deps(sync, entry, group, gstart_a, gstop_a, partner, own, transfer)
+
+
+def _first_valid(a: np.ndarray) -> np.ndarray:
+    """Per row of a [K x M] table of event indices (-1: none), the first valid one, else -1."""
+    valid = a >= 0
+    pick = a[np.arange(len(a)), valid.argmax(axis=1)]
+    return np.where(valid.any(axis=1), pick, -1)
 
 
 def _ranges(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
@@ -156,57 +183,89 @@ def _ranges(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
 def retime(ctx: ReplayContext, callpaths: list[int], fraction: np.ndarray) -> Retimed:
     """Re-time the trace with the exclusive time of `callpaths` on rank r cut by fraction[r]."""
     t = ctx.time
+    n = len(t)
     rank = ctx.flat.rank
     off = ctx.flat.offsets
     cut = np.isin(ctx.nest.cp_after, np.asarray(callpaths, np.int64)) & (fraction[rank] > 0)
     gap = ctx.gap * np.where(cut, 1.0 - fraction[rank], 1.0)
-    deps = _dependences(ctx)
-    new = np.empty(len(t))
-    nranks = ctx.nranks
-    sync = [np.flatnonzero(deps.kind[off[r]:off[r + 1]]) + off[r] for r in range(nranks)]
-    cursor = off[:-1].copy()            # rank r's events before cursor[r] have their new times
-    nxt = [0] * nranks
-    finished = [off[r + 1] == off[r] for r in range(nranks)]
-    remaining = nranks - sum(finished)
-    kind, entry, start, stop, partner = deps.kind, deps.entry, deps.start, deps.stop, deps.partner
-    own, transfer = deps.own, deps.transfer
-    while remaining:
-        progressed = False
-        for r in range(nranks):
-            if finished[r]:
-                continue
-            while True:
-                c = int(cursor[r])
-                stop_at = int(sync[r][nxt[r]]) if nxt[r] < len(sync[r]) else int(off[r + 1])
-                if c < stop_at:                       # a local stretch: one cumulative sum
-                    if c == off[r]:
-                        new[c] = t[c]
-                        c += 1
-                    if stop_at > c:
-                        new[c:stop_at] = new[c - 1] + np.cumsum(gap[c - 1:stop_at - 1])
-                    cursor[r] = stop_at
-                    progressed = True
-                if stop_at == off[r + 1]:
-                    finished[r] = True
-                    remaining -= 1
-                    break
-                e = stop_at
-                ps = partner[start[e]:stop[e]]
-                if len(ps) and (ps >= cursor[rank[ps]]).any():
-                    break                          # a partner is not there yet
-                value = new[entry[e]] + own[e]
-                if len(ps):
-                    value = max(value, new[ps].max() + transfer[e])
-                new[e] = max(value, new[e - 1]) if e > off[r] else value
-                cursor[r] = e + 1
-                nxt[r] += 1
-                progressed = True
-        if not progressed:
+    d = _dependences(ctx)
+    # Anchors: each rank's first event and every synchronising event.  Between anchors an event's new
+    # time is its anchor's plus the (shortened) gaps since (prefix sums P): only anchors are solved,
+    # in rounds that advance every rank whose next anchor's partners are all placed.
+    P = np.empty(n + 1)
+    P[0] = 0.0
+    np.cumsum(gap, out=P[1:])
+    nonempty = np.flatnonzero(off[1:] > off[:-1])
+    firsts = off[:-1][nonempty]
+    is_anchor = np.zeros(n, bool)
+    is_anchor[d.sync] = True
+    is_anchor[firsts] = True
+    anchors = np.flatnonzero(is_anchor)
+    anc = np.cumsum(is_anchor) - 1                          # each event's anchor (position in anchors)
+    del is_anchor
+    na = len(anchors)
+    base = P[anchors]
+    ng = len(d.gstart)
+    # per anchor: its partner group (ng: none), own part, transfer, entry's anchor and offset, and the
+    # offset of the event before it from that event's anchor
+    a_group = np.full(na, ng, np.int64)
+    a_own = np.zeros(na)
+    a_transfer = np.zeros(na)
+    s_pos = anc[d.sync]
+    a_group[s_pos] = np.where(d.group >= 0, d.group, ng)
+    a_own[s_pos] = d.own
+    a_transfer[s_pos] = d.transfer
+    a_prev = np.maximum(anchors - 1, 0)
+    a_prevoff = P[a_prev] - base[np.maximum(anc[a_prev], 0)]
+    a_entpos = np.arange(na) - 1
+    a_entoff = a_prevoff.copy()
+    inside = d.entry >= 0                                # (a completion outside every call: no entry)
+    a_entpos[s_pos[inside]] = anc[d.entry[inside]]
+    a_entoff[s_pos[inside]] = P[d.entry[inside]] - base[anc[d.entry[inside]]]
+    first_pos = anc[firsts]
+    a_group[first_pos] = ng
+    # partners: each resolves when its anchor is solved; a group is ready when none remains
+    gsize = d.gstop - d.gstart
+    p_group = np.repeat(np.arange(ng), gsize)            # the groups tile the partner array in order
+    p_anc = anc[d.partner]
+    p_off = P[d.partner] - base[p_anc]
+    by_anchor = np.argsort(p_anc, kind="stable")
+    e_lo = np.searchsorted(p_anc[by_anchor], np.arange(na), "left")
+    e_hi = np.searchsorted(p_anc[by_anchor], np.arange(na), "right")
+    remaining = np.r_[gsize, 0].astype(np.int64)
+    gval = np.full(ng + 1, -np.inf)
+    new_a = np.full(na, np.nan)
+    new_a[first_pos] = t[firsts]
+
+    def place(ks):                                       # partners anchored at the solved anchors ks
+        idx = by_anchor[_ranges(e_lo[ks], e_hi[ks])]
+        if len(idx):
+            g = p_group[idx]
+            np.subtract.at(remaining, g, 1)
+            np.maximum.at(gval, g, new_a[p_anc[idx]] + p_off[idx])
+
+    place(first_pos)
+    lo = first_pos
+    hi = np.r_[first_pos[1:], na]
+    ptr = lo + 1                                         # per rank: its next anchor to solve
+    while True:
+        act = np.flatnonzero(ptr < hi)
+        if not len(act):
+            break
+        k = ptr[act]
+        g = a_group[k]
+        ready = remaining[g] == 0
+        if not ready.any():
             raise RuntimeError("trace re-timing found a cycle of dependences; the trace's matching is inconsistent")
-    nonempty = [r for r in range(nranks) if off[r + 1] > off[r]]
-    first = np.array([off[r] for r in nonempty])
-    last = np.array([off[r + 1] - 1 for r in nonempty])
-    return Retimed(new, float(t[last].max() - t[first].min()), float(new[last].max() - new[first].min()))
+        if not ready.all():
+            act, k, g = act[ready], k[ready], g[ready]
+        value = np.maximum(new_a[a_entpos[k]] + a_entoff[k] + a_own[k], gval[g] + a_transfer[k])
+        new_a[k] = np.maximum(value, new_a[k - 1] + a_prevoff[k])
+        ptr[act] += 1
+        place(k)
+    new = new_a[anc] + (P[:n] - base[anc])
+    last = off[1:][nonempty] - 1
+    return Retimed(new, float(t[last].max() - t[firsts].min()), float(new[last].max() - new[firsts].min()))
 
 
 def whatif_for_callpaths(ctx: ReplayContext, excl: np.ndarray, callpaths: list[int]) -> dict:
