@@ -28,3 +28,13 @@ class UserError(Exception):
     def __init__(self, message: str, exit_code: int = 2):
         super().__init__(printable(message))
         self.exit_code = exit_code
+
+
+def os_failure(e: OSError, action: str, advice: str = "",
+               reasons: dict[type[OSError], str] | None = None) -> UserError:
+    """The one line for a failed file operation: "ACTION: REASON[; ADVICE]".  REASON is the system's
+    words (strerror) unless `reasons` has better ones for this kind of error (FileExistsError: "a
+    file is in the way")."""
+    reason = next((text for kind, text in (reasons or {}).items() if isinstance(e, kind)), None)
+    reason = reason or e.strerror or str(e) or type(e).__name__
+    return UserError(f"{action}: {reason}" + (f"; {advice}" if advice else ""))

@@ -89,3 +89,20 @@ def test_sgcc_executable_mode_and_output_to_stdout(tmp_path, plain_build):
     assert r.returncode == 0, r.stderr
     assert os.path.islink("/dev/stdout") and not os.path.lexists("/dev/stdout.psg.json")
     assert (tmp_path / "redirected").read_bytes()[:4] == b"\x7fELF"
+
+
+def test_a_failed_file_operation_is_one_line_in_one_shape(tmp_path):
+    from scalgraph.errors import os_failure
+    from scalgraph.io.safe_read import read_regular
+    err = os_failure(FileExistsError(17, "File exists"), "cannot create x", "choose another -o",
+                     {FileExistsError: "a file is in the way"})
+    assert str(err) == "cannot create x: a file is in the way; choose another -o"
+    assert str(os_failure(PermissionError(13, "Permission denied"), "cannot write y")) == \
+        "cannot write y: Permission denied"
+    assert str(os_failure(OSError("odd\nthing"), "cannot write z")) == "cannot write z: odd\\nthing"
+    with pytest.raises(UserError, match="no such trace file"):
+        read_regular(tmp_path / "absent", "trace file")
+    with pytest.raises(UserError, match="is a directory, not a regular trace file"):
+        read_regular(tmp_path, "trace file")
+    with pytest.raises(UserError, match=r"cannot write .*/sub/f: the directory .*/sub does not exist"):
+        write_output(tmp_path / "sub" / "f", b"x")

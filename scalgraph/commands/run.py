@@ -19,7 +19,7 @@ import subprocess
 import sys
 import time
 
-from scalgraph.errors import UserError, printable
+from scalgraph.errors import UserError, os_failure, printable
 from scalgraph.io.safe_read import check_regular, contained, read_regular
 from scalgraph.io.safe_write import write_atomic
 
@@ -188,7 +188,7 @@ def open_experiment(exp: pathlib.Path, command, scales, repeat, psg, launcher, a
         try:
             shutil.rmtree(exp)
         except OSError as e:
-            raise UserError(f"--force cannot delete {exp}: {e.strerror}; remove it yourself or choose another -o") from None
+            raise os_failure(e, f"--force cannot delete {exp}", "remove it yourself or choose another -o") from None
     elif is_experiment:
         desc = ew.load_for_resume(exp)
         if desc.get("command") != command:
@@ -219,12 +219,9 @@ def open_experiment(exp: pathlib.Path, command, scales, repeat, psg, launcher, a
 def make_directory(exp: pathlib.Path) -> None:
     try:
         exp.mkdir(parents=True, exist_ok=True)
-    except FileExistsError:
-        raise UserError(f"cannot create the experiment directory {exp}: a file is in the way; choose another -o") from None
-    except NotADirectoryError:
-        raise UserError(f"cannot create the experiment directory {exp}: part of its path is a file; choose another -o") from None
     except OSError as e:
-        raise UserError(f"cannot create the experiment directory {exp}: {e.strerror}; choose another -o") from None
+        raise os_failure(e, f"cannot create the experiment directory {exp}", "choose another -o", {
+            FileExistsError: "a file is in the way", NotADirectoryError: "part of its path is a file"}) from None
     if not os.access(exp, os.W_OK | os.X_OK):
         raise UserError(f"cannot write into the experiment directory {exp}: permission denied; choose another -o")
 
@@ -352,7 +349,7 @@ def clear_run_dir(out_dir: pathlib.Path) -> None:
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
     except OSError as e:
-        raise UserError(f"cannot create the run directory {out_dir}: {e.strerror}") from None
+        raise os_failure(e, f"cannot create the run directory {out_dir}") from None
     for f in (list(out_dir.glob("rank-*.sgp*")) + list(out_dir.glob("rank-*.sgt*")) +
               [out_dir / n for n in OUTPUT_FILES + ("trace.sgtrace", "trace-filter.ids")]):
         if f.is_symlink() or f.is_file():       # a link is removed, never followed
@@ -364,7 +361,7 @@ def _new_file(path: pathlib.Path):
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
     except OSError as e:
-        raise UserError(f"cannot create {path}: {e.strerror}") from None
+        raise os_failure(e, f"cannot create {path}") from None
     return os.fdopen(fd, "wb")
 
 

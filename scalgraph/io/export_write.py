@@ -10,7 +10,7 @@ import pathlib
 import shutil
 import tempfile
 
-from scalgraph.errors import UserError
+from scalgraph.errors import UserError, os_failure
 from scalgraph.io.safe_write import current_umask, write_atomic
 
 
@@ -32,7 +32,7 @@ def check_destination(path, force: bool, what: str = "file") -> pathlib.Path:
         try:
             extra = sorted({e.name for e in p.iterdir()} - OTF2_ENTRIES)
         except OSError as e:
-            raise UserError(f"cannot replace {p}: {e.strerror}") from None
+            raise os_failure(e, f"cannot replace {p}") from None
         if extra:
             raise UserError(f"{p}: holds more than an OTF2 archive ({', '.join(extra[:3])}); refusing to replace it, "
                             "give a new directory name")
@@ -55,7 +55,7 @@ def new_directory(path, force: bool = False):
     try:
         tmp = pathlib.Path(tempfile.mkdtemp(dir=p.parent, prefix=f".{p.name[:64]}.", suffix=".tmp"))
     except OSError as e:
-        raise UserError(f"cannot write {p}: {e.strerror}") from None
+        raise os_failure(e, f"cannot write {p}") from None
     try:
         yield tmp
         os.chmod(tmp, 0o755 & ~current_umask())
@@ -72,7 +72,7 @@ def new_directory(path, force: bool = False):
         if old is not None:
             shutil.rmtree(old, ignore_errors=True)
     except OSError as e:
-        raise UserError(f"cannot write {p}: {e.strerror or e}") from None
+        raise os_failure(e, f"cannot write {p}") from None
     finally:
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)

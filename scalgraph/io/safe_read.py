@@ -16,7 +16,7 @@ import pathlib
 import re
 import stat
 
-from scalgraph.errors import UserError
+from scalgraph.errors import UserError, os_failure
 
 MAX_JSON_BYTES = 2 << 30          # a JSON description (PSG, experiment, JSON trace)
 MAX_BINARY_BYTES = 64 << 30       # a profile or binary trace
@@ -30,15 +30,22 @@ def file_kind(mode: int) -> str:
     return next((name for test, name in _KIND_OF if test(mode)), "not a regular file")
 
 
+def _unreadable(e: OSError, path, what: str) -> UserError:
+    """The one line for a file that cannot be opened or read."""
+    if isinstance(e, FileNotFoundError):
+        return UserError(f"{path}: no such {what}")
+    if isinstance(e, IsADirectoryError):
+        return UserError(f"{path} is a directory, not a {what}")
+    return os_failure(e, f"cannot read {what} {path}")
+
+
 def check_regular(path, what: str = "file") -> os.stat_result:
     """stat() of `path` if it is a regular file (following symlinks); never opens it, so a FIFO
     cannot block us."""
     try:
         st = os.stat(path)
-    except FileNotFoundError:
-        raise UserError(f"{path}: no such {what}") from None
     except OSError as e:
-        raise UserError(f"cannot read {what} {path}: {e.strerror}") from None
+        raise _unreadable(e, path, what) from None
     if not stat.S_ISREG(st.st_mode):
         raise UserError(f"{path} is {file_kind(st.st_mode)}, not a regular {what}; give the file itself")
     return st
@@ -50,12 +57,8 @@ def read_regular(path, what: str = "file", limit: int = MAX_BINARY_BYTES) -> byt
     flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_CLOEXEC", 0)
     try:
         fd = os.open(path, flags)
-    except FileNotFoundError:
-        raise UserError(f"{path}: no such {what}") from None
-    except IsADirectoryError:
-        raise UserError(f"{path} is a directory, not a {what}") from None
     except OSError as e:
-        raise UserError(f"cannot read {what} {path}: {e.strerror}") from None
+        raise _unreadable(e, path, what) from None
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
@@ -67,7 +70,7 @@ def read_regular(path, what: str = "file", limit: int = MAX_BINARY_BYTES) -> byt
         with os.fdopen(fd, "rb", closefd=False) as fh:
             data = fh.read(min(st.st_size, limit) + 1)   # +1: a file still growing is noticed
     except OSError as e:
-        raise UserError(f"cannot read {what} {path}: {e.strerror}") from None
+        raise _unreadable(e, path, what) from None
     finally:
         os.close(fd)
     if len(data) > st.st_size:

@@ -11,7 +11,7 @@ import pathlib
 import stat
 import tempfile
 
-from scalgraph.errors import UserError
+from scalgraph.errors import UserError, os_failure
 
 
 def temporary_beside(path) -> tuple[int, str]:
@@ -21,10 +21,9 @@ def temporary_beside(path) -> tuple[int, str]:
     directory = path.parent if str(path.parent) else pathlib.Path(".")
     try:
         return tempfile.mkstemp(dir=directory, prefix=f".{path.name[:64]}.", suffix=".tmp")
-    except FileNotFoundError:
-        raise UserError(f"cannot write {path}: the directory {directory} does not exist") from None
     except OSError as e:
-        raise UserError(f"cannot write {path}: {e.strerror} (in {directory})") from None
+        raise os_failure(e, f"cannot write {path}", reasons={
+            FileNotFoundError: f"the directory {directory} does not exist"}) from None
 
 
 def write_atomic(path, data: bytes | str, mode: int = 0o644, replace: bool = True) -> None:
@@ -46,7 +45,7 @@ def write_atomic(path, data: bytes | str, mode: int = 0o644, replace: bool = Tru
         else:
             _publish_new(tmp, path)
     except OSError as e:
-        raise UserError(f"cannot write {path}: {e.strerror or e}") from None
+        raise os_failure(e, f"cannot write {path}") from None
     finally:
         if os.path.lexists(tmp):
             os.unlink(tmp)
@@ -101,7 +100,7 @@ def write_through(target, data: bytes | str) -> None:
         with open(target, "wb") as fh:
             fh.write(data.encode() if isinstance(data, str) else data)
     except OSError as e:
-        raise UserError(f"cannot write {target}: {e.strerror}") from None
+        raise os_failure(e, f"cannot write {target}") from None
 
 
 def write_output(target, data: bytes | str) -> None:
