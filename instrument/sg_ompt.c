@@ -22,6 +22,7 @@
  * the user's own tool then gets the runtime, as it would without scalgraph (one tool per program). */
 #include "sg_internal.h"
 #include "sg_ompt.h"
+#include "sg_trace.h"
 #include <stdlib.h>
 #include <string.h>
 
@@ -68,6 +69,7 @@ static void on_parallel_begin(ompt_data_t *encountering_task_data, const void *f
     (void)encountering_task_data; (void)frame; (void)requested; (void)flags; (void)codeptr_ra;
     struct sg_thread *t = sg_thread_peek();
     parallel_data->value = (t != NULL && t->tracked && t->inst >= 0) ? pack_context(t->inst, sg_get_cur()) : 0;
+    sg_trace_omp_event(SG_TOMP_FORK, requested);   /* trace mode only (sg_trace_omp.c) */
 }
 
 static void on_implicit_task(int endpoint, ompt_data_t *parallel_data, ompt_data_t *task_data,
@@ -75,6 +77,7 @@ static void on_implicit_task(int endpoint, ompt_data_t *parallel_data, ompt_data
     (void)actual_parallelism;
     if (flags & ompt_task_initial)
         return;
+    sg_trace_omp_event(endpoint == ompt_scope_begin ? SG_TOMP_TASK_BEGIN : SG_TOMP_TASK_END, index);
     int outermost = index == 0 || task_depth_ == (endpoint == ompt_scope_begin ? 0u : 1u);
     if (index != 0 && endpoint == ompt_scope_begin && task_depth_++ == 0)
         task_cpu0_ = sg_thread_cpu_ns();
@@ -102,6 +105,10 @@ static void on_implicit_task(int endpoint, ompt_data_t *parallel_data, ompt_data
 static void on_sync_region(int kind, int endpoint, ompt_data_t *parallel_data, ompt_data_t *task_data,
                            const void *codeptr_ra) {
     (void)parallel_data; (void)task_data; (void)codeptr_ra;
+    if (kind == ompt_sync_region_barrier || kind == ompt_sync_region_barrier_implicit ||
+        kind == ompt_sync_region_barrier_explicit || kind == ompt_sync_region_barrier_implicit_workshare ||
+        kind == ompt_sync_region_barrier_implicit_parallel)
+        sg_trace_omp_event(endpoint == ompt_scope_begin ? SG_TOMP_BARRIER_BEGIN : SG_TOMP_BARRIER_END, kind);
     if (endpoint == ompt_scope_begin && task_depth_ == 1 &&
         (kind == ompt_sync_region_barrier_implicit_parallel || kind == ompt_sync_region_barrier_implicit))
         charge_worker_cpu();
@@ -128,6 +135,7 @@ static int ompt_initialize(ompt_function_lookup_t lookup, int initial_device_num
     set_callback(ompt_callback_parallel_begin, (ompt_callback_t)on_parallel_begin);
     set_callback(ompt_callback_implicit_task, (ompt_callback_t)on_implicit_task);
     set_callback(ompt_callback_sync_region, (ompt_callback_t)on_sync_region);
+    sg_trace_omp_register(set_callback);   /* join and locks, in trace mode */
     set_callback(ompt_callback_sync_region_wait, (ompt_callback_t)on_sync_region_wait);
     sg_threads_attach(sg_thread_self(), SG_ROLE_MASTER);   /* the thread that starts the runtime */
     return 1;

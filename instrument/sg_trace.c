@@ -335,7 +335,11 @@ int64_t sg_trace_new_id(void) { return __atomic_fetch_add(&next_id_, 1, __ATOMIC
 
 void sg_trace_sample(const struct sg_thread *t, uint32_t vertex) {
     uint32_t n = nsamples_;
-    if (t != traced_ || closed_ || n >= MAX_SAMPLES || (nfilter_ && filtered(vertex)))
+    if (t != traced_) {
+        sg_trace_omp_sample(vertex);   /* an OpenMP worker: into its own buffer */
+        return;
+    }
+    if (closed_ || n >= MAX_SAMPLES || (nfilter_ && filtered(vertex)))
         return;
     samples_[n] = (struct sg_trace_sample){sg_now_ns(), vertex, 0};
     nsamples_ = n + 1;
@@ -443,4 +447,5 @@ void sg_trace_finalize(struct sg_thread *t, uint32_t vertex, uint64_t t_enter) {
     sg_trace_mpi_enter(t, &rid, "MPI_Finalize", vertex, t_enter, sg_now_ns());
     sg_trace_mpi_exit(t);
     close_file();
+    sg_trace_omp_finalize();
 }

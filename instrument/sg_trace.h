@@ -95,4 +95,15 @@ void sg_trace_function(struct sg_thread *t, int kind, uint32_t vertex) SG_HIDDEN
 /* the shim's part of MPI_Finalize is done (entered at t_enter): write the rest and rename the file */
 void sg_trace_finalize(struct sg_thread *t, uint32_t vertex, uint64_t t_enter) SG_HIDDEN;
 
+/* OpenMP (sg_trace_omp.c): per-thread records of the OMPT events and of the workers' samples, written
+ * to rank-<r>.sgomp (layout there); kinds as scalgraph/io/trace_omp.py reads them */
+enum { SG_TOMP_FORK = 1, SG_TOMP_JOIN = 2, SG_TOMP_TASK_BEGIN = 3, SG_TOMP_TASK_END = 4, SG_TOMP_BARRIER_BEGIN = 5,
+       SG_TOMP_BARRIER_END = 6, SG_TOMP_LOCK_WAIT = 7, SG_TOMP_LOCK_ACQUIRED = 8, SG_TOMP_LOCK_RELEASED = 9,
+       SG_TOMP_SAMPLE = 10 };
+int sg_trace_omp_enabled(void) SG_HIDDEN;                       /* SCALGRAPH_TRACE=1 */
+void sg_trace_omp_event(int kind, uint64_t arg) SG_HIDDEN;     /* from the OMPT callbacks, any thread */
+void sg_trace_omp_sample(uint32_t vertex) SG_HIDDEN;           /* async-signal-safe */
+void sg_trace_omp_finalize(void) SG_HIDDEN;
+void sg_trace_omp_register(int (*set_callback)(int, void (*)(void))) SG_HIDDEN;
+
 #endif

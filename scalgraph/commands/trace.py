@@ -80,7 +80,8 @@ def cpu_evidence(trace, path: str):
     except UserError as e:
         return None, f"the profiles beside the trace were not used ({e}); a delay is not checked for being real work"
     want = str(trace.meta.get("psg_hash") or "")
-    if prof.nranks != trace.nranks or (want and prof.psg_hash and want != prof.psg_hash):
+    from scalgraph.model.trace import mpi_locations
+    if prof.nranks != len(mpi_locations(trace)) or (want and prof.psg_hash and want != prof.psg_hash):
         return None, (f"the profiles in {run_dir} belong to another run ({prof.nranks} ranks, "
                       f"PSG {prof.psg_hash[:12]}); a delay is not checked for being real work")
     if prof.meta.get("sampler") in (None, "off") or prof.meta.get("incomplete"):

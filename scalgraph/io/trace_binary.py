@@ -46,15 +46,23 @@ def definitions_to_json(trace: Trace) -> dict:
         **({"program_begin": {str(r): float(t) for r, t in trace.program_begin.items()}}
            if trace.program_begin else {}),
         **({"program_end": {str(r): float(t) for r, t in trace.program_end.items()}} if trace.program_end else {}),
+        **({"locations": [[int(r), int(th)] for r, th in trace.locations]} if trace.locations else {}),
     }
 
 
 def program_span_from_json(defs: dict, where: str) -> dict:
-    """{"program_begin": {rank: seconds}, "program_end": {...}} as Trace keyword arguments."""
+    """{"program_begin": {rank: seconds}, "program_end": {...}} and the OpenMP threads' (rank, thread)
+    per location, as Trace keyword arguments."""
     try:
-        return {k: {int(r): float(t) for r, t in defs.get(k, {}).items()} for k in ("program_begin", "program_end")}
+        out = {k: {int(r): float(t) for r, t in defs.get(k, {}).items()} for k in ("program_begin", "program_end")}
     except (TypeError, ValueError, AttributeError) as e:
         raise UserError(f"{where}: malformed program begin/end times ({e}); re-export the trace") from None
+    if "locations" in defs:
+        try:
+            out["locations"] = [(int(r), int(th)) for r, th in defs["locations"]]
+        except (TypeError, ValueError) as e:
+            raise UserError(f"{where}: malformed thread locations ({e}); re-export the trace") from None
+    return out
 
 
 def definitions_from_json(defs: dict, where: str) -> tuple[list[Region], dict, dict, dict]:

@@ -15,6 +15,7 @@ import pathlib
 import numpy as np
 
 from scalgraph.errors import UserError
+from scalgraph.io import trace_omp
 from scalgraph.model.trace import ENTER, EXIT, IRECV_REQUEST, ISEND_COMPLETE, Region, Trace, make_events
 
 MAGIC, END_MAGIC = b"SGRAWTR\x00", b"SGRAWEND"
@@ -192,6 +193,22 @@ def read_shim_trace(run_dir: str | pathlib.Path, psg=None) -> Trace:
         name = f"{psg.name[v]}@{pathlib.Path(psg.file[v]).name}:{psg.line_first[v]}"
         return Region(name=name, file=psg.file[v], line=psg.line_first[v], vertex=v)
 
+    def sampled_region(v: int) -> int:
+        return region(("vertex", v), lambda v=v: vertex_region(v))
+
+    def omp_region(what: str, v: int) -> int:
+        ok = psg is not None and 0 <= v < len(psg)
+        file, line = (psg.file[v], psg.line_first[v]) if ok else ("", 0)
+        return region(("omp", what, v), lambda: Region(name=trace_omp.region_name(what, pathlib.Path(file).name, line),
+                                                       file="OMP", line=line))
+
+    omp = {}
+    for f in trace_omp.omp_files(d):
+        o = trace_omp.read_omp_rank(f)
+        if 0 <= o["rank"] < nranks and o["traced"] >= 0 and len(o["threads"]) > 1:
+            omp[o["rank"]] = o
+    workers: list[tuple[int, int, np.ndarray]] = []    # (rank, thread, records) per worker location
+    omp_stats: dict = {}
     events, windows, offsets, raw_events = [], {}, {}, 0
     for r in range(nranks):
         raw = by_rank[r]["events"]
@@ -224,13 +241,23 @@ def read_shim_trace(run_dir: str | pathlib.Path, psg=None) -> Trace:
                        dtype=np.int64)
         ev["region"][enter_exit] = ids[inverse.ravel()] if len(ids) else []
         ev = _close_open_regions(ev)
-        if psg is not None:
-            ev = _sampled_vertices(ev, by_rank[r]["samples"], psg, regions,
-                                   lambda v: region(("vertex", v), lambda v=v: vertex_region(v)))
-        events.append(ev)
         offsets[r] = _clock_pairs(ev, regions, profiles[r])
+        if r in omp:
+            ev = _add_threads(ev, omp[r], r, nranks, workers, omp_region, omp_stats)
+        if psg is not None:
+            ev = _sampled_vertices(ev, by_rank[r]["samples"], psg, regions, sampled_region)
+        events.append(ev)
+    locations = []
+    if workers:
+        locations = [(r, 0) for r in range(nranks)] + [(r, th) for r, th, _ in workers]
+        for _, _, wev in workers:
+            if psg is not None:
+                wev[1] = _sampled_vertices(wev[1], wev[0], psg, regions, sampled_region)
+            events.append(wev[1])
     _distinct_names(regions)
     comms = _comms(profiles, nranks)
+    for r in omp:
+        comms[trace_omp.OMP_TEAM_BASE + r] = [r] + [nranks + i for i, w in enumerate(workers) if w[0] == r]
     meta = {"source": "scalgraph shim", "timer": "CLOCK_MONOTONIC", "raw_events": raw_events,
             "raw_bytes": sum(x["bytes"] for x in raws),
             "raw_event_bytes": sum(x["event_bytes"] for x in raws),
@@ -238,11 +265,41 @@ def read_shim_trace(run_dir: str | pathlib.Path, psg=None) -> Trace:
     polls = _unrecorded_polls(by_rank, nranks, psg)
     if polls:
         meta["unrecorded_polls"] = polls
+    for i, (r, _, _) in enumerate(workers):       # a worker reads its rank's clock
+        offsets[nranks + i] = offsets.get(r, [])
     if any(offsets.values()):
         meta["clock_offsets"] = {str(r): p for r, p in offsets.items() if p}
     if psg is not None:
         meta["psg_hash"] = psg.hash()
-    return Trace(regions=regions, comms=comms, events=events, windows=windows, meta=meta)
+    if omp:
+        meta["openmp"] = {"threads": len(locations) or nranks, **omp_stats,
+                          "records_dropped": sum(o["dropped"] for o in omp.values())}
+    return Trace(regions=regions, comms=comms, events=events, windows=windows, meta=meta, locations=locations)
+
+
+def _add_threads(ev: np.ndarray, o: dict, rank: int, nranks: int, workers: list, omp_region,
+                 stats: dict) -> np.ndarray:
+    """The rank's OpenMP threads (scalgraph/io/trace_omp.py): its workers become locations (appended
+    to `workers` as (rank, thread, [samples, events])), the master's OpenMP events are merged into
+    `ev`; worker locations are numbered from `nranks` in the order ranks are read."""
+    threads = o["threads"]
+    master = threads[o["traced"]]
+    others = {th: rec for th, rec in sorted(threads.items()) if th != o["traced"] and np.any(
+        rec["kind"] == trace_omp.TASK_BEGIN)}
+    if not others:
+        return ev
+    worker_loc = {th: nranks + len(workers) + k for k, th in enumerate(others)}
+    rows, st = trace_omp.thread_events(float(ev["time"][0]) if len(ev) else 0.0, master,
+                                       {th: rec[rec["kind"] != trace_omp.SAMPLE] for th, rec in others.items()},
+                                       omp_region, rank, worker_loc)
+    for key in ("regions", "regions_skipped", "lock_acquisitions"):
+        stats[key] = stats.get(key, 0) + st.get(key, 0)
+    for th, rec in others.items():
+        samples = rec[rec["kind"] == trace_omp.SAMPLE]
+        s = np.zeros(len(samples), SAMPLE_DTYPE)
+        s["time_ns"], s["vertex"] = samples["time_ns"], samples["vertex"]
+        workers.append((rank, th, [s, trace_omp.worker_events(rows[th])]))
+    return trace_omp.merge_master(ev, rows[-1])
 
 
 def convert_shim_trace(run_dir: str | pathlib.Path, target: str | pathlib.Path, psg=None) -> Trace:
@@ -252,7 +309,7 @@ def convert_shim_trace(run_dir: str | pathlib.Path, target: str | pathlib.Path, 
     d = pathlib.Path(run_dir)
     trace = read_shim_trace(d, psg)
     write_trace(trace, target, "binary", compress=True)
-    for f in d.glob("rank-*.sgt"):
+    for f in [*d.glob("rank-*.sgt"), *trace_omp.omp_files(d)]:
         f.unlink()
     return trace
 
@@ -314,7 +371,10 @@ def _sampled_vertices(ev: np.ndarray, samples: np.ndarray, psg, regions: list[Re
     if len(samples) == 0 or len(ev) == 0:
         return ev
     t = ev["time"]
-    is_mpi_region = np.array([r.is_mpi for r in regions] + [False])
+    # no samples inside MPI calls and OpenMP synchronisation (fork, barriers, locks): time spent there
+    # is theirs; inside a parallel region the samples are the thread's work
+    is_mpi_region = np.array([r.is_mpi or (r.file == "OMP" and not r.name.startswith("!$omp parallel"))
+                              for r in regions] + [False])
     depth = np.cumsum(np.where((ev["kind"] == ENTER) & is_mpi_region[ev["region"]], 1, 0)
                       - np.where((ev["kind"] == EXIT) & is_mpi_region[ev["region"]], 1, 0))
     t_ns = np.round(t * 1e9).astype(np.int64)           # whole nanoseconds, so the cuts survive OTF2

@@ -60,10 +60,37 @@ class Trace:
     # trace has them (Score-P writes them; the program runs before MPI_Init and after MPI_Finalize)
     program_begin: dict[int, float] = field(default_factory=dict)
     program_end: dict[int, float] = field(default_factory=dict)
+    # (rank, thread) of each location (events[i]) when the trace has OpenMP threads: the ranks'
+    # MPI threads are locations 0..P-1 (thread 0), worker threads follow (docs/openmp.md).  Empty:
+    # one location per rank.  Communicator members, peers and roots are location indices.
+    locations: list[tuple[int, int]] = field(default_factory=list)
 
     @property
     def nranks(self) -> int:
         return len(self.events)
+
+
+# OpenMP synchronisation is recorded on one "team" communicator per rank with this id plus the rank
+# (scalgraph/io/trace_omp.py); a message on it is a lock hand-over, not an MPI message
+OMP_TEAM_BASE = 1 << 30
+
+
+def location_of(trace: Trace, loc: int) -> tuple[int, int]:
+    """(rank, thread) of a location."""
+    return trace.locations[loc] if trace.locations else (loc, 0)
+
+
+def mpi_locations(trace: Trace) -> list[int]:
+    """The locations that make MPI calls (thread 0 of each rank)."""
+    if not trace.locations:
+        return list(range(len(trace.events)))
+    return [i for i, (_, th) in enumerate(trace.locations) if th == 0]
+
+
+def location_label(trace: Trace, loc: int) -> str:
+    """'rank 2' or 'rank 2 thread 1'."""
+    r, th = location_of(trace, loc)
+    return f"rank {r}" if not trace.locations else f"rank {r} thread {th}"
 
 
 def make_events(n: int) -> np.ndarray:

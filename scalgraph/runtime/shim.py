@@ -21,7 +21,7 @@ from scalgraph.errors import UserError
 INSTRUMENT_DIR = pathlib.Path(__file__).resolve().parent.parent.parent / "instrument"
 HEADER = INSTRUMENT_DIR / "scalgraph.h"
 CORE_SOURCES = ("sg_context.c", "sg_store.c", "sg_sampler.c", "sg_writer.c", "sg_trace.c", "sg_ompt.c",
-                "sg_threads.c")
+                "sg_threads.c", "sg_trace_omp.c")
 MPI_SOURCES = ("sg_mpi_state.c", "sg_mpi_p2p.c", "sg_mpi_coll.c", "sg_mpi_env.c", "sg_mpi_rma.c",
                "sg_mpi_fortran.c", "sg_trace_mpi.c")
 CFLAGS = ("-fPIC", "-O2", "-g", "-Wall", "-fvisibility=default")

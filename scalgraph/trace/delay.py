@@ -201,8 +201,10 @@ def processing_profiles(ctx, waits, rank, t0, t1, index=None):
 
 
 def mpi_callpaths(ctx: ReplayContext) -> np.ndarray:
-    """[call path] True where the innermost region is an MPI routine."""
-    is_mpi = np.array([mpi_names.is_mpi_region(r) for r in ctx.trace.regions] + [False])
+    """[call path] True where the innermost region is an MPI routine or OpenMP synchronisation (the
+    runtime's time, never a line of the program to fix)."""
+    is_mpi = np.array([mpi_names.is_mpi_region(r) or (r.file == "OMP" and not r.name.startswith("!$omp parallel"))
+                       for r in ctx.trace.regions] + [False])
     reg = ctx.nest.cp_region
     return is_mpi[np.where(reg >= 0, reg, len(is_mpi) - 1)]
 

@@ -23,6 +23,7 @@ import dataclasses
 
 import numpy as np
 
+from scalgraph.model import trace as tm
 from scalgraph.model.profile import DEP_COLL, DEP_RECV, DEP_RMA, DEP_SEND, RunProfile
 from scalgraph.trace import patterns
 
@@ -51,6 +52,10 @@ def waits_by_vertex(fwd) -> dict[Key, float]:
     region = fwd.ctx.flat.ev["region"][w["op"]]
     vertex = np.array([regions[g].vertex if g >= 0 else -1 for g in region.tolist()], np.int64)
     kind = pattern_dep_kinds()[w["pattern"]]
+    if fwd.ctx.trace.locations:     # OpenMP threads' waits: the profile's PPG has no thread dimension
+        nproc = len(tm.mpi_locations(fwd.ctx.trace))
+        keep = (w["rank"] < nproc) & (w["causer"] < nproc)
+        w, region, vertex, kind = w[keep], region[keep], vertex[keep], kind[keep]
     per_call: dict[tuple[int, int, int, int, int], float] = {}
     for r, op, v, k, c, x in zip(w["rank"].tolist(), w["op"].tolist(), vertex.tolist(), kind.tolist(),
                                  w["causer"].tolist(), w["wait"].tolist()):

@@ -114,7 +114,7 @@ def region_tables(regions: list[tm.Region]) -> dict:
     names = [mpi_names.canonical_name(r.name) for r in regions]
     return dict(
         region_is_test=np.array([n.startswith("MPI_Test") for n in names] + [False], bool),
-        region_coll_kind=np.array([patterns.COLL_KINDS.index(patterns.COLLECTIVE_KIND.get(n, ""))
+        region_coll_kind=np.array([patterns.COLL_KINDS.index(patterns.collective_kind(n))
                                    for n in names] + [0], np.int64),
         region_class=[patterns.region_class(n) for n in names])
 

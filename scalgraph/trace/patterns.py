@@ -16,6 +16,7 @@ from typing import Callable
 import numpy as np
 
 from scalgraph.model import trace as tm
+from scalgraph.model.trace import OMP_TEAM_BASE
 from scalgraph.trace import mpi_names, waitops
 
 WAIT_DTYPE = np.dtype([
@@ -67,6 +68,7 @@ def _late_sender(ctx, found):
     wait = waitops.late_sender(en_r, ex_r, en_s)
     wait[(m.recv_op < 0) | (m.send_op < 0)] = 0.0      # events outside any call: nothing to time
     wait[ctx.region_is_test[ctx.ev["region"][m.recv_op]]] = 0.0           # MPI_Test* never waits
+    wait[lock_messages(ctx)] = 0.0                                         # OpenMP locks: their own pattern
     wait[~waitops.keep_largest_per_group(m.recv_op, wait)] = 0.0
     found["_late_sender_msgs"] = wait > 0
     return _fill("late_sender", m.dst, m.recv_op, wait, m.src, m.send_op, m.src)
@@ -135,7 +137,7 @@ def _wrong_order_different(ctx, found):
 
 def _late_receiver(ctx, found):
     m = ctx.msgs
-    b = m.blocking_send & (m.send_op >= 0) & (m.post_op >= 0)
+    b = m.blocking_send & (m.send_op >= 0) & (m.post_op >= 0) & ~lock_messages(ctx)
     t, ex = ctx.time, ctx.exit_time
     wait = waitops.late_receiver(t[m.send_op[b]], ex[m.send_op[b]], t[m.post_op[b]])
     return _fill("late_receiver", m.src[b], m.send_op[b], wait, m.dst[b], m.post_op[b], m.dst[b])
@@ -143,7 +145,7 @@ def _late_receiver(ctx, found):
 
 # --- collectives -------------------------------------------------------------------------------
 
-COLL_KINDS = ("", "barrier", "nxn", "1ton", "nto1", "scan")
+COLL_KINDS = ("", "barrier", "nxn", "1ton", "nto1", "scan", "omp_barrier", "omp_fork")
 COLLECTIVE_KIND = {
     "MPI_Barrier": "barrier",
     **{n: "nxn" for n in ("MPI_Allreduce", "MPI_Allgather", "MPI_Allgatherv", "MPI_Alltoall",
@@ -152,6 +154,16 @@ COLLECTIVE_KIND = {
     **{n: "nto1" for n in ("MPI_Reduce", "MPI_Gather", "MPI_Gatherv")},
     **{n: "scan" for n in ("MPI_Scan", "MPI_Exscan")},
 }
+
+
+def collective_kind(name: str) -> str:
+    """The collective kind of a region name ('' if none): MPI collectives by their canonical name,
+    OpenMP barriers and forks by Score-P's construct names (scalgraph/io/trace_omp.py)."""
+    if name.startswith("!$omp "):
+        if name.startswith(("!$omp barrier", "!$omp implicit barrier", "!$omp ibarrier")):
+            return "omp_barrier"
+        return "omp_fork" if name.startswith("!$omp fork") else ""
+    return COLLECTIVE_KIND.get(name, "")
 
 
 def _instances(ctx, kind):
@@ -265,6 +277,42 @@ def _early_scan(ctx, found):
     return np.concatenate(out)
 
 
+# --- OpenMP (seed 000 §7; shared/notes/trace-analysis-reference.md §3.3) -----------------------
+
+def _idle_threads(ctx, found):
+    """A worker is idle from the end of its previous implicit task (or its rank's start) until the
+    master forks the next parallel region; the master, whose serial execution kept it idle, is the
+    causer (seed 000 §7.1).  The fork is a collective of the team whose root is the master:
+    ω_worker = min(En_master, Ex_worker) - En_worker."""
+    out = [_rows(0)]
+    for ci, op, end, en, ex, sent, recvd in _instances(ctx, "omp_fork"):
+        rc = root_columns(ctx, ci, end)
+        ok = rc >= 0
+        rows = np.arange(len(op))
+        en_root = en[rows, np.maximum(rc, 0)]
+        col = np.arange(op.shape[1])[None, :]
+        wait = waitops.wait_until(en, ex, en_root[:, None])
+        wait = np.where((col != rc[:, None]) & ok[:, None], wait, 0.0)
+        out.append(_coll_rows("omp_idle_threads", ci, op, wait, np.maximum(rc, 0)))
+    return np.concatenate(out)
+
+
+def lock_messages(ctx) -> np.ndarray:
+    """[message] True for the release -> acquire hand-overs of OpenMP locks (scalgraph/io/trace_omp.py)."""
+    return np.asarray(ctx.msgs.comm) >= OMP_TEAM_BASE
+
+
+def _omp_lock_contention(ctx, found):
+    """A thread waits to acquire a lock another thread holds until that one releases it (the Late
+    Sender formula on the hand-over, reference note §3.3 [DER]): ω = min(r_prev, Ex(A)) - En(A);
+    causer = the releasing thread."""
+    m = ctx.msgs
+    sel = lock_messages(ctx) & (m.recv_op >= 0) & (m.send_op >= 0)
+    t, ex = ctx.time, ctx.exit_time
+    wait = waitops.late_sender(t[m.recv_op[sel]], ex[m.recv_op[sel]], t[m.send_op[sel]])
+    return _fill("omp_lock_contention", m.dst[sel], m.recv_op[sel], wait, m.src[sel], m.send_op[sel], m.src[sel])
+
+
 # --- MPI_Init / MPI_Finalize ---------------------------------------------------------------------
 
 INIT_NAMES = ("MPI_Init", "MPI_Init_thread")
@@ -280,20 +328,21 @@ def init_exit_calls(ctx, names) -> np.ndarray | None:
     idx = np.flatnonzero((ctx.ev["kind"] == tm.ENTER) & np.isin(ctx.ev["region"], regions))
     rank = ctx.flat.rank[idx]
     counts = np.bincount(rank, minlength=ctx.nranks)
-    k = int(counts.min())
+    # OpenMP workers make no MPI calls
+    k = int(counts[tm.mpi_locations(ctx.trace)].min() if ctx.trace.locations else counts.min())
     if k == 0:
         return None
     ordinal = np.arange(len(idx)) - np.repeat(np.cumsum(counts) - counts, counts)
     keep = ordinal < k
     out = np.empty((k, ctx.nranks), np.int64)
     out[ordinal[keep], rank[keep]] = idx[keep]
-    return out
+    return out[:, tm.mpi_locations(ctx.trace)] if ctx.trace.locations else out
 
 
 class _World:
     """A stand-in communicator instance for MPI_Init/Finalize: all ranks, no partner key."""
-    def __init__(self, nranks):
-        self.members, self.key = np.arange(nranks), -1
+    def __init__(self, ctx):
+        self.members, self.key = np.asarray(tm.mpi_locations(ctx.trace), np.int64), -1
 
 
 def _wait_at_finalize(ctx, found):
@@ -303,7 +352,7 @@ def _wait_at_finalize(ctx, found):
         return _rows(0)
     en, ex = ctx.time[op], ctx.exit_time[op]
     last, last_en = _argmax_rows(en, np.ones_like(en, bool))
-    rows = _coll_rows("wait_finalize", _World(ctx.nranks), op, waitops.wait_until(en, ex, last_en[:, None]), last)
+    rows = _coll_rows("wait_finalize", _World(ctx), op, waitops.wait_until(en, ex, last_en[:, None]), last)
     rows["causer"], rows["causer_op"], rows["cp_causer"], rows["cp_causer_op"] = -1, -1, -1, -1
     return rows
 
@@ -317,7 +366,7 @@ def _init_completion(ctx, found):
     en, ex = ctx.time[op], ctx.exit_time[op]
     latest = np.minimum(en.max(axis=1)[:, None], ex)
     wait = np.maximum(ex - np.maximum(ex.min(axis=1)[:, None], latest), 0.0)
-    rows = _coll_rows("init_completion", _World(ctx.nranks), op, wait, np.zeros(len(op), np.int64))
+    rows = _coll_rows("init_completion", _World(ctx), op, wait, np.zeros(len(op), np.int64))
     rows["causer"], rows["causer_op"], rows["cp_causer"], rows["cp_causer_op"] = -1, -1, -1, -1
     return rows
 
@@ -423,6 +472,17 @@ PATTERNS: tuple[Pattern, ...] = (
     Pattern("rma_comm_wait_for_progress", "Wait for Progress", "rma_comm",
             "An RMA operation in a lock epoch waited while the target was computing outside MPI",
             rma.comm_wait_for_progress),
+    # OpenMP (seed 000 §7; Scalasca's names; docs/openmp.md)
+    Pattern("omp", "OMP", "time", "Time in OpenMP synchronisation: forks, barriers, locks", region_class="omp"),
+    Pattern("omp_barrier", "Wait at OpenMP Barrier", "omp",
+            "A thread waited at an OpenMP barrier (explicit or implicit) for the last thread of its team",
+            _sync_wait("omp_barrier", "omp_barrier", False), sync=True),
+    Pattern("omp_lock_contention", "OpenMP Lock Contention", "omp",
+            "A thread waited to acquire an OpenMP lock or critical section another thread held",
+            _omp_lock_contention, sync=True),
+    Pattern("omp_idle_threads", "Idle Threads", "time",
+            "A worker thread idled between parallel regions while its master ran serial code", _idle_threads,
+            sync=True),
     Pattern("rma_pairwise_sync", "Pairwise Synchronizations for RMA", None,
             "Origin-target pairs synchronised by fences and GATS epochs (a count)", rma.pairwise_sync,
             unit="occ"),
@@ -449,6 +509,8 @@ def children(key: str) -> list[str]:
 
 # MPI call classes of the grouping nodes, by region name (Scalasca classifies by name too)
 def region_class(name: str) -> str:
+    if name.startswith("!$omp ") or name.startswith(("omp_set_", "omp_unset_")):
+        return "omp"
     name = mpi_names.mpi_function(name)
     if name is None:                     # only real MPI routines are MPI (mpi_names.py)
         return "user"

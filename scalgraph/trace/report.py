@@ -56,6 +56,14 @@ def _rank_summary(values: np.ndarray) -> dict:
             "min": float(values.min())}
 
 
+def _who(locations, loc: int) -> str:
+    """'rank 3', or with OpenMP thread locations 'rank 1 thread 1'."""
+    if not locations or not 0 <= loc < len(locations):
+        return f"rank {loc}"
+    r, th = locations[loc]
+    return f"rank {r} thread {th}"
+
+
 def build_report(fwd: ForwardResult, dl: DelayResult, cp: CriticalPath, top: int = 10,
                  clock: str = "", source: str = "", min_share: float = verdicts.MIN_SHARE,
                  cpu: verdicts.CpuEvidence | None = None, notes: list[str] | None = None,
@@ -134,7 +142,9 @@ def build_report(fwd: ForwardResult, dl: DelayResult, cp: CriticalPath, top: int
     }
     wall = fwd.cube[patterns.PATTERN_INDEX["time"]]
     v_cost = cost if verdict_delay is None else verdict_delay.short_term + verdict_delay.long_term
-    found = verdicts.verdict(v_cost, wall, is_mpi, where, names, total, min_share, cpu)
+    locations = getattr(ctx.trace, "locations", None)      # the parallel replay's stand-in has none
+    rank_of = np.array([r for r, _ in locations], np.int64) if locations else None
+    found = verdicts.verdict(v_cost, wall, is_mpi, where, names, total, min_share, cpu, rank_of)
     notes = list(notes or [])
     nranks = max(wall.shape[1], 1)         # the parallel replay's context holds no events
     if cpu is not None:
@@ -201,7 +211,8 @@ def build_report(fwd: ForwardResult, dl: DelayResult, cp: CriticalPath, top: int
                       "waits": wait_table(ctx, dl)},
             "critical_path": {"length": length, "segments": int(len(cp.seg_rank)), "path": segments,
                               "callpaths": path},
-            "instances": instances}
+            "instances": instances,
+            **({"locations": [[int(r), int(th)] for r, th in locations]} if locations else {})}
 
 
 def wait_table(ctx, dl: DelayResult) -> list[dict]:
@@ -277,7 +288,9 @@ def write_text(report: dict, out, top: int = 10) -> None:
     clock = [printable(line) for line in (report["clock"] or "").splitlines()]
     report = _escaped({**report, "clock": ""})
     w = out.write
-    w(f"scalgraph trace {report['source']}: {report['ranks']} ranks, {report['events']} events, "
+    locs = report.get("locations")
+    who = (f"{len({r for r, _ in locs})} ranks with {len(locs)} threads" if locs else f"{report['ranks']} ranks")
+    w(f"scalgraph trace {report['source']}: {who}, {report['events']} events, "
       f"run length {report['run_length']:.6g} s, total time {report['total_time']:.6g} s\n")
     for line in clock:
         w(f"  clock: {line}\n")
@@ -321,7 +334,7 @@ def write_text(report: dict, out, top: int = 10) -> None:
         for c in p["callpaths"][:3]:
             r = c["ranks"]
             w(f"  {ind}    {c['seconds']:.6f} s  {c['callpath']}  {c['where']}  "
-              f"(max {r['max']:.6f} s on rank {r['max_rank']}, mean {r['mean']:.6f} s)\n")
+              f"(max {r['max']:.6f} s on {_who(locs, r['max_rank'])}, mean {r['mean']:.6f} s)\n")
 
     if hidden:
         n = sum(1 for p in report["patterns"] if p["key"] in one_sided)
@@ -335,7 +348,7 @@ def write_text(report: dict, out, top: int = 10) -> None:
     for c in d["root_causes"][:top]:
         w(f"  {c['seconds']:10.6f} s ({c['percent_of_waiting']:5.1f} % of waiting)  {c['kind']:<13}  "
           f"short {c['short_term']:.6f}  long {c['long_term']:.6f}  {c['callpath']}  {c['where']}  "
-          f"(mostly rank {c['ranks']['max_rank']})\n")
+          f"(mostly {_who(locs, c['ranks']['max_rank'])})\n")
         shares = ", ".join(f"{k} {100 * v / c['seconds']:.0f} %" for k, v in
                            sorted(c["by_pattern"].items(), key=lambda kv: -kv[1]) if v >= 0.005 * c["seconds"])
         if shares:
@@ -359,6 +372,6 @@ def write_text(report: dict, out, top: int = 10) -> None:
             shown[i["pattern"]] = shown.get(i["pattern"], 0) + 1
             if shown[i["pattern"]] > min(top, 5):
                 continue
-            cause = f", caused by rank {i['causer']}" if i["causer"] >= 0 else ""
-            w(f"  {i['pattern']:<26} {i['seconds']:.6f} s  rank {i['rank']} at t={i['enter_time']:.6f}  "
+            cause = f", caused by {_who(locs, i['causer'])}" if i["causer"] >= 0 else ""
+            w(f"  {i['pattern']:<26} {i['seconds']:.6f} s  {_who(locs, i['rank'])} at t={i['enter_time']:.6f}  "
               f"{i['callpath']}  {i['where']}{cause}\n")

@@ -9,13 +9,17 @@ paths that satisfy both:
 (a) kind: computation.  A delay of an MPI call path is communication time (reported in the table
     as `"kind": "communication"`), never a line cause.
 (b) size.  With the run's thread-CPU profile (rule (c)), the extra work itself must be worth
-    fixing: on some rank, its thread-CPU excess over the median rank is at least `min_share` of the
-    run time (the total time over the ranks), the floor `scalgraph detect` applies to a computation.
-    Thread-CPU, not the delay it caused: on cores shared by several ranks the others compute while
-    the late rank works, so the waiting underestimates a real cause (a 0.4 s loop in a 6.6 s 8-rank
-    run caused 3.5 % of the total time), while a balanced kernel's ranks differ by 10-15 % of
-    thread-CPU from cache and core sharing alone (a few hundredths of a second here), which the
-    waiting can inflate (P - 1) times.  Without a profile: its cost is at least `min_share` of the
+    fixing: on some rank whose thread-CPU at the vertex is at least ABNORMAL_RATIO (ScalAna's
+    AbnormThd, detect's default) times the median rank's, its extra work E (rule (c): the thread-CPU
+    excess stretched as the rank's own time there was) is at least `min_share` of the run time (the
+    total time over the ranks).  Extra work, not the delay it caused: on cores shared by several
+    ranks the others compute while the late rank works, so the waiting underestimates a real cause
+    (a 0.4 s loop in a 6.6 s 8-rank run caused 3.5 % of the total time).  Stretched, because the run
+    time it is compared with is stretched by the same time-sharing: a 0.4 s loop in a run that
+    other jobs slowed to 16 s at 8 ranks took 5 s of its rank's time, and compared as thread-CPU it
+    fell below 5 % of the run only because the machine was busy.  The ratio keeps a balanced
+    kernel out: its ranks differ by 10-15 % of thread-CPU from cache and core sharing alone, which
+    stretched can reach the floor.  Without a profile: its cost is at least `min_share` of the
     total time, the run time summed over the ranks (Scalasca's 100 %; delay costs are waiting time
     summed over the ranks, so both are rank-seconds).  A 0.4 s loop on one rank of a 3 s 8-rank run
     that makes the 7 others wait costs about 2.8 of 24 rank-seconds, 12 %.
@@ -45,6 +49,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 MIN_SHARE = 0.05
+ABNORMAL_RATIO = 1.3      # ScalAna's AbnormThd (detect's default): rule (b)
 
 
 @dataclass
@@ -72,10 +77,13 @@ def extra_work(wall: np.ndarray, cpu: np.ndarray) -> np.ndarray:
     return _excess(cpu) * stretch
 
 
-def capped_costs(cost: np.ndarray, wall: np.ndarray, vertex: np.ndarray, cpu: np.ndarray | None) -> np.ndarray:
+def capped_costs(cost: np.ndarray, wall: np.ndarray, vertex: np.ndarray, cpu: np.ndarray | None,
+                 others: int | None = None) -> np.ndarray:
     """[call path, rank] delay costs -> the part that is real work (rule (c) above).  `wall` is the
     trace's exclusive time [call path, rank], `vertex` the PSG vertex per call path (-1: none; such
-    call paths are left as they are), `cpu` thread-CPU seconds [rank, vertex] or None (no cap)."""
+    call paths are left as they are), `cpu` thread-CPU seconds [rank, vertex] or None (no cap).
+    `others`: how many locations one rank's extra work can make wait (default ranks - 1; with OpenMP
+    threads, locations - 1)."""
     cost = np.asarray(cost, float)
     if cpu is None:
         return cost.copy()
@@ -90,29 +98,39 @@ def capped_costs(cost: np.ndarray, wall: np.ndarray, vertex: np.ndarray, cpu: np
     cost_v = np.zeros((len(verts), nranks))
     np.add.at(wall_v, inv, np.asarray(wall, float)[known])
     np.add.at(cost_v, inv, cost[known])
-    cap = (nranks - 1) * extra_work(wall_v, cpu[:, verts].T)
+    cap = (nranks - 1 if others is None else others) * extra_work(wall_v, cpu[:, verts].T)
     with np.errstate(divide="ignore", invalid="ignore"):
         keep = np.where(cost_v > cap, cap / np.where(cost_v > 0, cost_v, 1.0), 1.0)
     out[known] = cost[known] * keep[inv]
     return out
 
 
-def cpu_excess(vertex: int, cpu: np.ndarray) -> float:
-    """The largest thread-CPU excess over the median rank at a PSG vertex (rule (b)); 0 without one."""
+def abnormal_extra_work(vertex: int, wall: np.ndarray, cpu: np.ndarray, ratio: float = ABNORMAL_RATIO) -> float:
+    """Rule (b)'s size: the largest extra work E (wall-clock seconds) at a PSG vertex among the ranks
+    whose thread-CPU there is at least `ratio` times the median rank's; 0 without one.  `wall`:
+    [ranks] the trace's exclusive time at the vertex (all its call paths), `cpu` [rank, vertex]."""
     if not 0 <= vertex < cpu.shape[1] or cpu.shape[0] == 0:
         return 0.0
     col = cpu[:, vertex]
-    return float(max(col.max() - np.median(col), 0.0))
+    e = extra_work(np.asarray(wall, float)[None, :], col[None, :])[0]
+    abnormal = col >= ratio * np.median(col)
+    return float(e[abnormal].max()) if abnormal.any() else 0.0
 
 
 def verdict(cost: np.ndarray, wall: np.ndarray, is_mpi: np.ndarray, where: list[dict], names: list[str],
-            total_time: float, min_share: float = MIN_SHARE, cpu: CpuEvidence | None = None) -> list[dict]:
+            total_time: float, min_share: float = MIN_SHARE, cpu: CpuEvidence | None = None,
+            rank_of: np.ndarray | None = None) -> list[dict]:
     """The root causes that name lines, largest first: computation call paths grouped by place,
-    whose capped cost is at least min_share * total_time.  `where[c]` has file, line, vertex."""
-    cost = np.asarray(cost, float)
+    whose capped cost is at least min_share * total_time.  `where[c]` has file, line, vertex.
+    `rank_of`: the MPI rank of each location when the trace has OpenMP threads; costs and times are
+    then summed per rank (the profile's thread-CPU is per rank) and "rank" names the MPI rank."""
+    cost, wall = np.asarray(cost, float), np.asarray(wall, float)
     ncp = cost.shape[0]
+    nlocations = max(cost.shape[1], 1) if cost.ndim == 2 else 1
+    if rank_of is not None:
+        cost, wall = _per_rank(cost, rank_of), _per_rank(np.asarray(wall, float), rank_of)
     vertex = np.array([where[c]["vertex"] for c in range(ncp)], np.int64)
-    capped = capped_costs(cost, wall, vertex, cpu.cpu if cpu is not None else None)
+    capped = capped_costs(cost, wall, vertex, cpu.cpu if cpu is not None else None, nlocations - 1)
     groups: dict = {}
     for c in range(ncp):
         if is_mpi[c] or cost[c].sum() <= 0:
@@ -121,7 +139,7 @@ def verdict(cost: np.ndarray, wall: np.ndarray, is_mpi: np.ndarray, where: list[
         key = (w["file"], w["line"], w["vertex"]) if w["file"] else ("", 0, -1, names[c])
         groups.setdefault(key, []).append(c)
     out = []
-    nranks = max(cost.shape[1], 1) if cost.ndim == 2 else 1
+    nranks = nlocations          # the total time is summed over the locations
     floor = min_share * total_time
     for key, cps in groups.items():
         per_rank = capped[cps].sum(axis=0)
@@ -130,7 +148,8 @@ def verdict(cost: np.ndarray, wall: np.ndarray, is_mpi: np.ndarray, where: list[
         if total_time <= 0 or seconds <= 0:
             continue
         if cpu is not None and w["vertex"] >= 0:
-            if cpu_excess(int(w["vertex"]), cpu.cpu) < floor / nranks:
+            at_vertex = np.flatnonzero(vertex == w["vertex"])
+            if abnormal_extra_work(int(w["vertex"]), wall[at_vertex].sum(axis=0), cpu.cpu) < floor / nranks:
                 continue
         elif seconds < floor:
             continue
@@ -142,6 +161,13 @@ def verdict(cost: np.ndarray, wall: np.ndarray, is_mpi: np.ndarray, where: list[
                     "rank": int(per_rank.argmax()),
                     "ranks": {str(r): float(per_rank[r]) for r in np.flatnonzero(per_rank > 0.01 * seconds).tolist()}})
     out.sort(key=lambda e: -e["seconds"])
+    return out
+
+
+def _per_rank(a: np.ndarray, rank_of: np.ndarray) -> np.ndarray:
+    """[call path, location] -> [call path, rank]: a rank's threads summed."""
+    out = np.zeros((a.shape[0], int(rank_of.max()) + 1))
+    np.add.at(out.T, rank_of, a.T)
     return out
 
 

@@ -1,0 +1,272 @@
+"""Read the per-rank OpenMP records the shim writes in trace mode (rank-<r>.sgomp, layout in
+instrument/sg_trace_omp.c): per OpenMP thread of the rank, its fork/join, implicit task, barrier and
+lock records and (for the threads the MPI trace does not follow) its samples, in time order."""
+from __future__ import annotations
+
+import pathlib
+
+import numpy as np
+
+from scalgraph.errors import UserError
+from scalgraph.model.trace import OMP_TEAM_BASE
+
+MAGIC = b"SGOMPTR\x00"
+HEADER_DTYPE = np.dtype([("magic", "S8"), ("version", "<u4"), ("record_size", "<u4"), ("rank", "<i4"),
+                         ("nranks", "<i4")])
+CHUNK_DTYPE = np.dtype([("thread", "<u4"), ("n", "<u4"), ("dropped", "<u4"), ("traced", "<u4")])
+RECORD_DTYPE = np.dtype([("time_ns", "<u8"), ("arg", "<u8"), ("vertex", "<u4"), ("kind", "<u2"),
+                         ("reserved", "<u2")])
+assert HEADER_DTYPE.itemsize == 24 and CHUNK_DTYPE.itemsize == 16 and RECORD_DTYPE.itemsize == 24
+# record kinds (SG_TOMP_* in instrument/sg_trace.h)
+(FORK, JOIN, TASK_BEGIN, TASK_END, BARRIER_BEGIN, BARRIER_END, LOCK_WAIT, LOCK_ACQUIRED, LOCK_RELEASED,
+ SAMPLE) = range(1, 11)
+
+
+def omp_files(run_dir: pathlib.Path) -> list[pathlib.Path]:
+    return sorted(pathlib.Path(run_dir).glob("rank-*.sgomp"))
+
+
+def read_omp_rank(path: pathlib.Path) -> dict:
+    """-> {"rank", "threads": {thread: records (time order)}, "traced": thread of the MPI trace or -1,
+    "dropped": records lost}; UserError if damaged."""
+    from scalgraph.io.safe_read import read_regular
+    data = read_regular(path, "OpenMP trace")
+    if len(data) < HEADER_DTYPE.itemsize or data[:8] != MAGIC:
+        raise UserError(f"{path} is not a scalgraph OpenMP trace (wrong magic or too short); rerun with --trace")
+    h = np.frombuffer(data, HEADER_DTYPE, count=1)[0]
+    if int(h["version"]) != 1 or int(h["record_size"]) != RECORD_DTYPE.itemsize:
+        raise UserError(f"{path} has another OpenMP trace version; rerun with this scalgraph's shim")
+    parts: dict[int, list[np.ndarray]] = {}
+    traced, dropped, pos = -1, 0, HEADER_DTYPE.itemsize
+    while pos < len(data):
+        if pos + CHUNK_DTYPE.itemsize > len(data):
+            raise UserError(f"{path} is damaged (a cut chunk header); rerun the program")
+        c = np.frombuffer(data, CHUNK_DTYPE, count=1, offset=pos)[0]
+        n = int(c["n"])
+        pos += CHUNK_DTYPE.itemsize
+        if pos + n * RECORD_DTYPE.itemsize > len(data):
+            raise UserError(f"{path} is damaged (a chunk runs past the end); rerun the program")
+        parts.setdefault(int(c["thread"]), []).append(np.frombuffer(data, RECORD_DTYPE, count=n, offset=pos))
+        pos += n * RECORD_DTYPE.itemsize
+        dropped += int(c["dropped"])
+        if int(c["traced"]):
+            traced = int(c["thread"])
+    threads = {}
+    for th, p in parts.items():
+        rec = np.concatenate(p)
+        threads[th] = rec[np.argsort(rec["time_ns"], kind="stable")]
+    return {"rank": int(h["rank"]), "threads": threads, "traced": traced, "dropped": dropped}
+
+
+# --- thread locations -----------------------------------------------------------------------------
+# Each OpenMP thread of a rank becomes a location (rank, thread) of the Trace; the rank's MPI thread
+# keeps location `rank`, workers are appended after all ranks.  OpenMP synchronisation is expressed
+# with the model's collective and point-to-point records on one "team" communicator per rank
+# (id OMP_TEAM_BASE + rank, members: the master's location first, then its workers'), so the replay,
+# the delay analysis and the critical path treat it like any other synchronisation (seed 000 §7:
+# threads are agents, shared variables replace messages):
+#   fork        master ENTER(!$omp fork) COLL_BEGIN COLL_END(root master) EXIT, all at the fork;
+#               each worker the same, from the end of its previous implicit task (or the rank's first
+#               event) to the begin of its implicit task: the worker's idle time (Idle Threads,
+#               caused by the master's serial execution)
+#   parallel    ENTER(!$omp parallel) .. EXIT on every thread (master: from its implicit task to the join)
+#   barrier     ENTER(!$omp [implicit] barrier) COLL_BEGIN .. COLL_END EXIT (Wait at OpenMP Barrier)
+#   lock        acquire: ENTER(omp_set_lock | !$omp critical) [RECV] EXIT, the RECV the release of the
+#               lock's previous holder when that was another thread, which sends it at its release
+#               ENTER(omp_unset_lock ..) SEND EXIT (OpenMP Lock Contention, the Late Sender formula)
+MUTEX_CRITICAL = 5
+IMPLICIT_PARALLEL = 9      # ompt_sync_region_barrier_implicit_parallel: the barrier that ends a region
+
+
+def is_team_comm(comm) -> bool:
+    return comm >= OMP_TEAM_BASE
+
+
+def _records(rec: np.ndarray, kind: int) -> np.ndarray:
+    return rec[rec["kind"] == kind]
+
+
+def _barriers(rec: np.ndarray):
+    """(begin, end or nan, kind, vertex) of each barrier of one thread's records, in order."""
+    out = []
+    for x in rec[(rec["kind"] == BARRIER_BEGIN) | (rec["kind"] == BARRIER_END)].tolist():
+        t, arg, v, k = x[0] / 1e9, int(x[1]), int(x[2]), int(x[3])
+        if k == BARRIER_BEGIN:
+            out.append([t, float("nan"), arg, v])
+        elif out and np.isnan(out[-1][1]):
+            out[-1][1] = t
+    return out
+
+
+def thread_events(first_time: float, master: np.ndarray, workers: dict[int, np.ndarray], names,
+                  rank: int, worker_loc: dict[int, int]) -> tuple[dict[int, list], dict]:
+    """Per thread (master key -1, workers by thread id): the OpenMP events as (time, order, kind,
+    region name key, peer, tag, comm, bytes), plus counts of what could not be used.
+    `names(kind, vertex)` gives a region id for ("fork" | "parallel" | "barrier" | "ibarrier" |
+    "lock_acquire" | "lock_release" | "critical_acquire" | "critical_release", vertex)."""
+    from scalgraph.model.trace import COLL_BEGIN, COLL_END, ENTER, EXIT, RECV, SEND
+    comm = OMP_TEAM_BASE + rank
+    out: dict[int, list] = {-1: []}
+    out.update({w: [] for w in workers})
+    forks = _records(master, FORK)
+    joins = _records(master, JOIN)["time_ns"] / 1e9
+    f_t = forks["time_ns"] / 1e9
+    stats = {"regions": len(forks), "regions_skipped": 0}
+    all_threads = {-1: master, **workers}
+    # per thread and region: task begin, task end, barriers
+    per: dict[int, dict[int, dict]] = {}
+    for th, rec in all_threads.items():
+        tb = _records(rec, TASK_BEGIN)["time_ns"] / 1e9
+        te = _records(rec, TASK_END)["time_ns"] / 1e9
+        bars = _barriers(rec)
+        d: dict[int, dict] = {}
+        for t in tb.tolist():
+            i = int(np.searchsorted(f_t, t, "right")) - 1
+            if i >= 0 and i not in d:
+                d[i] = {"tb": t, "te": float("nan"), "bars": []}
+        for t in te.tolist():
+            i = int(np.searchsorted(f_t, t, "right")) - 1
+            if i in d and np.isnan(d[i]["te"]):
+                d[i]["te"] = t
+        for b in bars:
+            i = int(np.searchsorted(f_t, b[0], "right")) - 1
+            if i in d:
+                d[i]["bars"].append(b)
+        per[th] = d
+    idle_from = {w: first_time for w in workers}
+    for i in range(len(forks)):
+        m = per[-1].get(i)
+        join = joins[np.searchsorted(joins, f_t[i], "left")] if np.any(joins >= f_t[i]) else float("nan")
+        nb = len(m["bars"]) if m else -1
+        ok = (m is not None and np.isfinite(join) and nb > 0 and not np.isnan(m["bars"][-1][1])
+              and all(i in per[w] and len(per[w][i]["bars"]) == nb for w in workers))
+        if not ok:
+            stats["regions_skipped"] += 1
+            for w in workers:             # a worker that ran this region is not idle through it
+                if i in per[w]:
+                    ends = [x for x in (per[w][i]["te"], join) if np.isfinite(x)]
+                    idle_from[w] = max(idle_from[w], min(ends) if ends else per[w][i]["tb"])
+            continue
+        fv = int(forks["vertex"][i])
+        fork_reg, par_reg = names("fork", fv), names("parallel", fv)
+        team_done = m["bars"][-1][1]      # the master leaves the closing barrier when all have arrived
+        root = rank
+        # master: fork, parallel region, barriers
+        ev = out[-1]
+        ev += [(f_t[i], 0, ENTER, fork_reg, -1, 0, -1, 0), (f_t[i], 0, COLL_BEGIN, -1, -1, 0, comm, 0),
+               (f_t[i], 0, COLL_END, -1, root, 0, comm, 1), (f_t[i], 0, EXIT, fork_reg, -1, 0, -1, 0),
+               (m["tb"], 0, ENTER, par_reg, -1, 0, -1, 0)]
+        for b in m["bars"]:
+            reg = names("ibarrier" if b[2] != 3 else "barrier", b[3])
+            ev += [(b[0], 2, ENTER, reg, -1, 0, -1, 0), (b[0], 2, COLL_BEGIN, -1, -1, 0, comm, 0),
+                   (b[1], 2, COLL_END, -1, -1, 0, comm, 0), (b[1], 2, EXIT, reg, -1, 0, -1, 0)]
+        ev.append((join, 0, EXIT, par_reg, -1, 0, -1, 0))
+        for w in workers:
+            d = per[w][i]
+            tb = max(d["tb"], f_t[i])
+            ev = out[w]
+            start = min(idle_from[w], tb)
+            ev += [(start, 0, ENTER, fork_reg, -1, 0, -1, 0), (start, 0, COLL_BEGIN, -1, -1, 0, comm, 0),
+                   (tb, 0, COLL_END, -1, root, 0, comm, 0), (tb, 0, EXIT, fork_reg, -1, 0, -1, 0),
+                   (tb, 0, ENTER, par_reg, -1, 0, -1, 0)]
+            last = tb
+            for k, b in enumerate(d["bars"]):
+                reg = names("ibarrier" if b[2] != 3 else "barrier", b[3])
+                # the region's closing barrier ends for everybody when the master leaves it: libomp
+                # reports a worker's end only when it is woken for the next region
+                end = team_done if k == nb - 1 else b[1]
+                if np.isnan(end):
+                    end = team_done
+                bb = max(b[0], last)
+                end = max(end, bb)
+                ev += [(bb, 2, ENTER, reg, -1, 0, -1, 0), (bb, 2, COLL_BEGIN, -1, -1, 0, comm, 0),
+                       (end, 2, COLL_END, -1, -1, 0, comm, 0), (end, 2, EXIT, reg, -1, 0, -1, 0)]
+                last = end
+            ev.append((last, 0, EXIT, par_reg, -1, 0, -1, 0))
+            idle_from[w] = last
+    _lock_events(all_threads, out, names, comm, rank, worker_loc, stats)
+    return out, stats
+
+
+def _lock_events(all_threads, out, names, comm, rank, worker_loc, stats) -> None:
+    """Acquire and release regions on every thread; a message from each release to the next
+    acquisition of the same lock by another thread (ordered by the acquisition times)."""
+    from scalgraph.model.trace import ENTER, EXIT, RECV, SEND
+    acq = []          # (acquired time, lock, thread, wait begin, release time, vertex, kind)
+    for th, rec in all_threads.items():
+        pending: dict[int, tuple] = {}
+        held: dict[int, list] = {}
+        for x in rec[(rec["kind"] >= LOCK_WAIT) & (rec["kind"] <= LOCK_RELEASED)].tolist():
+            t, arg, v, k = x[0] / 1e9, int(x[1]), int(x[2]), int(x[3])
+            if k == LOCK_WAIT:
+                pending[arg] = (t, v)
+            elif k == LOCK_ACQUIRED:
+                t0, v0 = pending.pop(arg, (t, v))
+                held.setdefault(arg, []).append([t, arg, th, t0, float("nan"), v0])
+            elif held.get(arg):
+                a = held[arg].pop()
+                a[4] = t
+                acq.append(a)
+    if not acq:
+        return
+    acq.sort(key=lambda a: (a[1], a[0]))
+    stats["lock_acquisitions"] = len(acq)
+    tags: dict[int, int] = {}
+
+    def loc(th):
+        return rank if th == -1 else worker_loc[th]
+    for j, (t_acq, lock, th, t_wait, t_rel, v) in enumerate(acq):
+        crit = (lock >> 56) == MUTEX_CRITICAL
+        tag = tags.setdefault(lock, len(tags))
+        acq_reg = names("critical_acquire" if crit else "lock_acquire", v)
+        rel_reg = names("critical_release" if crit else "lock_release", v)
+        prev = acq[j - 1] if j > 0 and acq[j - 1][1] == lock and acq[j - 1][2] != th else None
+        nxt = acq[j + 1] if j + 1 < len(acq) and acq[j + 1][1] == lock and acq[j + 1][2] != th else None
+        ev = out[th]
+        ev.append((t_wait, 2, ENTER, acq_reg, -1, 0, -1, 0))
+        if prev is not None:
+            ev.append((t_acq, 2, RECV, -1, loc(prev[2]), tag, comm, 0))
+        ev.append((t_acq, 2, EXIT, acq_reg, -1, 0, -1, 0))
+        ev.append((t_rel, 2, ENTER, rel_reg, -1, 0, -1, 0))
+        if nxt is not None:
+            ev.append((t_rel, 2, SEND, -1, loc(nxt[2]), tag, comm, 0))
+        ev.append((t_rel, 2, EXIT, rel_reg, -1, 0, -1, 0))
+
+
+def to_events(rows: list) -> np.ndarray:
+    """(time, order, kind, region, peer, tag, comm, bytes) tuples -> model events, in list order."""
+    from scalgraph.model.trace import make_events
+    ev = make_events(len(rows))
+    if rows:
+        cols = list(zip(*rows))
+        ev["time"], ev["kind"], ev["region"] = cols[0], cols[2], cols[3]
+        ev["peer"], ev["tag"], ev["comm"], ev["bytes"] = cols[4], cols[5], cols[6], cols[7]
+    return ev
+
+
+def merge_master(ev: np.ndarray, rows: list) -> np.ndarray:
+    """The master thread's OpenMP events merged into its MPI-trace events by time; at equal times
+    fork and parallel-region events go before the trace's own, barrier and lock events after."""
+    if not rows:
+        return ev
+    extra = to_events(rows)
+    prio = np.array([0 if r[1] == 0 else 2 for r in rows])
+    allev = np.concatenate((ev, extra))
+    pr = np.concatenate((np.ones(len(ev), np.int64), prio))
+    seq = np.concatenate((np.arange(len(ev)), np.arange(len(extra))))
+    return allev[np.lexsort((seq, pr, allev["time"]))]
+
+
+def worker_events(rows: list) -> np.ndarray:
+    """A worker's events, by time; equal times keep the order they were made in."""
+    order = sorted(range(len(rows)), key=lambda i: rows[i][0])
+    return to_events([rows[i] for i in order])
+
+
+def region_name(what: str, file: str, line: int) -> str:
+    """Score-P's names for OpenMP constructs (!$omp parallel @file:line); locks by their API call."""
+    at = f" @{file}:{line}" if file else ""
+    return {"fork": f"!$omp fork{at}", "parallel": f"!$omp parallel{at}", "barrier": f"!$omp barrier{at}",
+            "ibarrier": f"!$omp implicit barrier{at}", "lock_acquire": "omp_set_lock",
+            "lock_release": "omp_unset_lock", "critical_acquire": f"!$omp critical{at}",
+            "critical_release": f"!$omp critical sblock{at}"}[what]

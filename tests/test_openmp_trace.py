@@ -1,0 +1,100 @@
+"""Trace mode on the hybrid MPI + OpenMP samples (issue 12): `sgcc -fopenmp`, `scalgraph run --trace -n 2,4`
+with 2 OpenMP threads per rank (each sample built and run once per module), then `scalgraph trace --json`
+at 4 ranks and `scalgraph detect --json` (both scales).  The OMPT tool records every thread's parallel regions,
+barriers and samples (instrument/sg_trace_omp.c); the converter makes each thread a location
+(scalgraph/io/trace_omp.py), so the planted work -- run by the master of rank size/2 in hybrid_master,
+by a worker thread in hybrid_imbalance -- is found through the OpenMP barrier and idle-thread waits it
+causes (seed 000 §7).  Before threads were locations, hybrid_imbalance's trace named no cause: the
+master sleeping at the barrier was charged to `main`."""
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import subprocess
+import sys
+
+import pytest
+from test_openmp_build import openmp_available, venv_tool
+from test_openmp_e2e import OMP_ENV, expected, within
+
+from conftest import require_tool
+
+NAMES = ["hybrid_master", "hybrid_imbalance"]
+
+
+def scalgraph(*args: str, cwd: pathlib.Path, env=None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "scalgraph.cli", *args], cwd=cwd, env=env, capture_output=True,
+                          text=True, timeout=900)
+
+
+@pytest.fixture(scope="module")
+def traced(tmp_path_factory):
+    """name -> (work dir, experiment traced at 2 and 4 ranks x 2 threads); built and run once."""
+    done = {}
+
+    def get(name: str):
+        if name not in done:
+            require_tool(venv_tool("sgcc") is not None and venv_tool("mpiexec") is not None, "no sgcc/mpiexec")
+            require_tool(openmp_available(), "no libomp for the clang sgcc uses (bash scripts/setup.sh installs it)")
+            want = expected(name)
+            out = tmp_path_factory.mktemp(f"omp-trace-{name}")
+            env = {**os.environ, **OMP_ENV, "OMP_NUM_THREADS": str(want["threads"])}
+            src = str(pathlib.Path(__file__).resolve().parent.parent / "samples" / name / want["sources"][0])
+            res = subprocess.run([venv_tool("sgcc"), "-fopenmp", "-O2", "-g", src, "-o", "sg"], cwd=out,
+                                 capture_output=True, text=True, timeout=600)
+            assert res.returncode == 0, res.stderr
+            res = scalgraph("run", "--trace", "-n", ",".join(map(str, want["scales"])), "-o", "exp", "--", "./sg",
+                            cwd=out, env=env)
+            assert res.returncode == 0, f"scalgraph run --trace failed:\n{res.stderr}"
+            done[name] = out
+        return done[name]
+    return get
+
+
+def listing(rep: dict) -> str:
+    return "\n".join([f"  verdict {c['where']} {c['seconds']:.3f}s rank {c['rank']}" for c in rep["root_causes"][:4]]
+                     + [f"  table {c['kind']} {c['callpath']} {c['seconds']:.3f}s" for c in rep["delay"]["root_causes"][:4]]
+                     + [f"  note: {n}" for n in rep["notes"]])
+
+
+def pattern(rep: dict, name: str) -> float:
+    return next(p["seconds"] for p in rep["patterns"] if p["name"] == name)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_trace_names_the_planted_line_first(name, traced):
+    out = traced(name)
+    want = expected(name)
+    p = want["scales"][-1]          # the largest scale, as for the MPI samples (test_e2e_trace.py)
+    threads = want["threads"]
+    res = scalgraph("trace", "--json", f"exp/scale-{p}/rep-0", cwd=out)
+    assert res.returncode == 0, res.stderr
+    rep = json.loads(res.stdout)
+    # every OpenMP thread is a location (rank, thread), the ranks' MPI threads first
+    assert rep["locations"][:p] == [[r, 0] for r in range(p)]
+    assert sorted(map(tuple, rep["locations"])) == [(r, t) for r in range(p) for t in range(threads)]
+    assert rep["root_causes"], f"{name} p={p}: no root cause\n{listing(rep)}"
+    top, rc = rep["root_causes"][0], want["root_cause"]
+    assert pathlib.Path(top["file"]).name == rc["file"] and rc["lines"][0] <= top["line"] <= rc["lines"][-1], (
+        f"{name} p={p}: expected {rc['file']}:{rc['line']} first\n{listing(rep)}")
+    assert top["rank"] == p // 2, f"{name} p={p}: the planted work runs on rank {p // 2}\n{listing(rep)}"
+    assert rep["cpu_checked"], listing(rep)
+    # the planted work leaves the other threads of its rank waiting at the region's closing barrier,
+    # and the workers of every rank idle while their master waits in MPI
+    assert pattern(rep, "Wait at OpenMP Barrier") > 0 and pattern(rep, "Idle Threads") > 0, listing(rep)
+    # the MPI patterns stay with the MPI threads: Wait at Finalize is measured over the ranks only
+    assert any(p_["name"] == "Wait at Finalize" for p_ in rep["patterns"])
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_detect_with_hybrid_traces_names_the_planted_line(name, traced):
+    out = traced(name)
+    want = expected(name)
+    det = scalgraph("detect", "--json", "exp", cwd=out)
+    assert det.returncode == 0, det.stderr
+    rep = json.loads(det.stdout)
+    assert rep["evidence"]["waiting"] == "trace"
+    top = rep["root_causes"][0]
+    assert pathlib.Path(top["file"]).name == want["root_cause"]["file"] and within(top, want["root_cause"]["lines"])
+    assert top["rank"] == want["scales"][-1] // 2
