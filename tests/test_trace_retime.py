@@ -134,3 +134,30 @@ def test_two_verdict_lines_of_one_loop_nest_are_fixed_together():
     assert [c["whatif"]["fixed_run_length"] for c in causes] == pytest.approx([0.6, 0.6])
     add_whatif(causes, fwd, None)               # without the PSG each line fixes only its own rank
     assert [c["whatif"]["fixed_run_length"] for c in causes] == pytest.approx([2.1, 2.1])
+
+
+def test_an_experiments_smaller_scale_gets_the_fix_diagnosed_at_the_largest():
+    """zeusmp-like: at 4 ranks only rank 0 runs bval (2 s) before the Allreduce; at 2 ranks both do.
+    Diagnosed at 4 ranks, the typical rank spends 0 s in bval, so the fix removes it at 2 ranks too
+    (where both ranks' own median, 2 s, would keep it): there the run goes from 3.1 to 1.1."""
+    from scalgraph.trace.retime import add_whatif, whatif_at_scales, whatif_line
+
+    def trace(bval_ranks, n):
+        b = Builder(n)
+        for r in range(n):
+            b.enter(r, 0, "main").work(r, 0, 1, "common")
+            end = 3.0 if r in bval_ranks else 1.0
+            if r in bval_ranks:
+                b.work(r, 1, 3, "bval")
+            b.coll(r, end, 3.1, "MPI_Allreduce").exit(r, 3.1, "main")
+        return b.build()
+
+    fwd = forward_replay(build_context(trace({0}, 4)))
+    causes = [{"callpaths": ["main/bval"], "file": "zeusmp.c", "line": 29}]
+    add_whatif(causes, fwd)
+    w = causes[0]["whatif"]
+    assert w["gain"] == pytest.approx(2.0) and w["typical_seconds"] == 0.0
+    whatif_at_scales(causes, {2: trace({0, 1}, 2)}, 4)
+    assert w["by_scale"]["2"] == {"gain": pytest.approx(2.0), "run_length": pytest.approx(3.1)}
+    assert w["by_scale"]["4"]["gain"] == pytest.approx(2.0)
+    assert "p=2: 2 s of 3.1 s" in whatif_line(causes[0])
