@@ -242,9 +242,14 @@ def run(args) -> int:
     trace = read_trace(path)
     cpu, why = cpu_evidence(trace, path)
     notes = [n for n in (which, why) if n]
+    spans = psg_spans(trace, path)
     result = analyse(trace, clock_correction=not args.no_clock_correction, top=args.top, source=str(args.trace),
                      min_share=args.min_share, cpu=cpu, notes=notes or None, params=params, delay_options=options,
-                     write_corrected=args.write_corrected, complete=True, spans=psg_spans(trace, path))
+                     write_corrected=args.write_corrected, complete=True, spans=spans)
+    if which:                   # an experiment: each cause's what-if at its other traced scales too
+        from scalgraph.trace.retime import whatif_across_experiment
+        whatif_across_experiment(result["root_causes"], str(args.trace), path, not args.no_clock_correction,
+                                 params, spans)
     if args.json:
         report.write_json(result, sys.stdout)
     else:
