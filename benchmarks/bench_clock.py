@@ -3,18 +3,24 @@ ranks' clocks are skewed, so that receives lie before their sends and the correc
 
     .venv/bin/python benchmarks/bench_clock.py                 # 1e6 events, 64 ranks
     .venv/bin/python benchmarks/bench_clock.py --events 200000 --skew 5e-6
+    .venv/bin/python benchmarks/bench_clock.py --against a6bbe12   # side by side with that commit's clock.py
 
 The trace is bench_replay.py's halo exchange (Irecv/Isend/Waitall/Allreduce, imbalanced compute);
 each rank's timestamps are shifted by a random offset of up to --skew seconds.  Prints the number of
 violations found, the receives moved, and events/s of the whole correction (logical messages,
-forward and backward amortisation) and of the forward amortisation alone.  Goal from issue 11:
->= 1e6 events/s.
+forward and backward amortisation) and of the forward amortisation alone, in wall-clock and in CPU
+seconds (best of --repeat; on a loaded machine the CPU figure is the steadier one).  --against REV
+runs that git revision's scalgraph/trace/clock.py in turn with the current one (same trace, same
+process, alternating) and prints the ratios.  Goal from issue 11: >= 1e6 events/s.
 """
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
+import subprocess
 import sys
+import tempfile
 import time
 
 import numpy as np
@@ -33,21 +39,43 @@ def skewed(nevents: int, nranks: int, skew: float, seed: int = 3):
     return trace
 
 
-def measure(trace, repeat: int = 3) -> dict:
+def measure(trace, repeat: int = 3, modules=None) -> dict:
+    """Best wall and CPU seconds of the whole correction and of the forward pass, per clock module."""
     n = sum(len(e) for e in trace.events)
-    best_all, best_fwd, rep = np.inf, np.inf, None
+    modules = modules or {"current": clock}
+    best = {name: {"total_s": np.inf, "total_cpu": np.inf, "forward_s": np.inf, "forward_cpu": np.inf}
+            for name in modules}
+    rep = None
+    lm = clock.logical_messages(trace)
+    flat = matching.flatten(trace)
+    t = flat.ev["time"].astype(float)
     for _ in range(repeat):
-        t0 = time.perf_counter()
-        _, rep = clock.correct_clocks(trace)
-        best_all = min(best_all, time.perf_counter() - t0)
-        lm = clock.logical_messages(trace)
-        flat = matching.flatten(trace)
-        t = flat.ev["time"].astype(float)
-        t0 = time.perf_counter()
-        clock._forward(t, flat, lm, clock.ClockParams())
-        best_fwd = min(best_fwd, time.perf_counter() - t0)
-    return {"events": n, "violations": int(len(rep.violations)), "moved": rep.jumps,
-            "total_s": best_all, "total_rate": n / best_all, "forward_s": best_fwd, "forward_rate": n / best_fwd}
+        for name, mod in modules.items():          # alternating, so that load affects all alike
+            b = best[name]
+            w, c = time.perf_counter(), time.process_time()
+            _, rep = mod.correct_clocks(trace)
+            b["total_s"] = min(b["total_s"], time.perf_counter() - w)
+            b["total_cpu"] = min(b["total_cpu"], time.process_time() - c)
+            w, c = time.perf_counter(), time.process_time()
+            mod._forward(t, flat, lm, mod.ClockParams())
+            b["forward_s"] = min(b["forward_s"], time.perf_counter() - w)
+            b["forward_cpu"] = min(b["forward_cpu"], time.process_time() - c)
+    return {"events": n, "violations": int(len(rep.violations)), "moved": rep.jumps, "best": best}
+
+
+def module_at(rev: str):
+    """scalgraph/trace/clock.py as it was at git revision `rev`, imported as its own module."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    src = subprocess.run(["git", "show", f"{rev}:scalgraph/trace/clock.py"], cwd=root, check=True,
+                         capture_output=True, text=True).stdout
+    path = os.path.join(tempfile.mkdtemp(prefix="bench-clock-"), f"clock_{rev}.py")
+    with open(path, "w") as f:
+        f.write(src)
+    spec = importlib.util.spec_from_file_location(f"clock_{rev}", path)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod                 # dataclasses look their module up
+    spec.loader.exec_module(mod)
+    return mod
 
 
 def main(argv=None) -> int:
@@ -56,12 +84,24 @@ def main(argv=None) -> int:
     ap.add_argument("--ranks", type=int, default=64)
     ap.add_argument("--skew", type=float, default=20e-6, help="largest clock offset of a rank, seconds")
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--against", metavar="REV", help="also run this git revision's clock.py, alternating")
     args = ap.parse_args(argv)
-    r = measure(skewed(args.events, args.ranks, args.skew), args.repeat)
-    print(f"{r['events']} events, {args.ranks} ranks, skew up to {args.skew * 1e6:g} us: {r['violations']} "
-          f"violations, {r['moved']} receives moved")
-    print(f"  whole correction   {r['total_s']:8.3f} s  {r['total_rate']:12,.0f} events/s")
-    print(f"  forward pass alone {r['forward_s']:8.3f} s  {r['forward_rate']:12,.0f} events/s")
+    modules = {"current": clock}
+    if args.against:
+        modules[args.against] = module_at(args.against)
+    r = measure(skewed(args.events, args.ranks, args.skew), args.repeat, modules)
+    n = r["events"]
+    print(f"{n} events, {args.ranks} ranks, skew up to {args.skew * 1e6:g} us: {r['violations']} "
+          f"violations, {r['moved']} receives moved; best of {args.repeat}")
+    for name, b in r["best"].items():
+        print(f"  [{name}] whole correction   {b['total_s']:7.3f} s wall {n / b['total_s']:>12,.0f} events/s"
+              f"   {b['total_cpu']:7.3f} s CPU {n / b['total_cpu']:>12,.0f} events/s")
+        print(f"  [{name}] forward pass alone {b['forward_s']:7.3f} s wall {n / b['forward_s']:>12,.0f} events/s"
+              f"   {b['forward_cpu']:7.3f} s CPU {n / b['forward_cpu']:>12,.0f} events/s")
+    if args.against:
+        cur, old = r["best"]["current"], r["best"][args.against]
+        print(f"  current / {args.against}: whole {old['total_s'] / cur['total_s']:.2f}x faster (wall), "
+              f"{old['total_cpu'] / cur['total_cpu']:.2f}x (CPU); forward {old['forward_cpu'] / cur['forward_cpu']:.2f}x (CPU)")
     return 0
 
 

@@ -6,8 +6,7 @@ windows that exist, with members that are world ranks; peers and roots that belo
 communicator; every point-to-point message sent as often as received per (src, dst, tag, comm);
 non-blocking completions that refer to a request opened earlier; every member of a communicator
 taking part in the same number of collectives.  Clock-condition violations are NOT structural
-errors; scalgraph.trace.clock finds and corrects them.  All checks are numpy-vectorised except the
-request bookkeeping, which loops over non-blocking events only.
+errors; scalgraph.trace.clock finds and corrects them.  All checks are numpy-vectorised.
 """
 from __future__ import annotations
 
@@ -130,66 +129,92 @@ def _membership(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
     return ids, np.sort(np.concatenate(keys)) if keys else np.zeros(0, np.int64)
 
 
+def _in_sorted(x: np.ndarray, table: np.ndarray) -> np.ndarray:
+    """np.isin(x, table) for a sorted table, by binary search (no sort of x)."""
+    if len(table) == 0:
+        return np.zeros(len(x), bool)
+    at = np.minimum(np.searchsorted(table, x), len(table) - 1)
+    return table[at] == x
+
+
+def _kinds(*kinds: int) -> np.ndarray:
+    """A table kind -> bool: table[ev["kind"]] is np.isin(ev["kind"], kinds) without a sort."""
+    table = np.zeros(256, bool)
+    table[list(kinds)] = True
+    return table
+
+
+_USES_COMM = _kinds(*P2P_SENDS, *P2P_RECVS, COLL_END)
+_RMA = _kinds(*RMA_KINDS)
+_RMA_OPS = _kinds(RMA_PUT, RMA_GET, RMA_ACC)
+_REQUESTS = _kinds(ISEND, ISEND_COMPLETE, IRECV_REQUEST, IRECV)
+_SENDS, _RECVS = _kinds(*P2P_SENDS), _kinds(*P2P_RECVS)
+
+
 def _check_references(trace: Trace, rank: int, ev: np.ndarray, at: str, membership) -> None:
     """Vectorised over all events of the rank, whatever the number of communicators."""
     ids, member_keys = membership
     n = trace.nranks
     kinds = ev["kind"]
-    uses_comm = np.flatnonzero(np.isin(kinds, P2P_SENDS + P2P_RECVS + (COLL_END,)))
+    uses_comm = np.flatnonzero(_USES_COMM[kinds])
     comm = ev["comm"][uses_comm].astype(np.int64)
-    known = np.isin(comm, ids)
+    known = _in_sorted(comm, ids)
     if not known.all():
         i = int(uses_comm[np.flatnonzero(~known)[0]])
         raise UserError(f"{at} event {i}: unknown communicator {int(ev['comm'][i])}; define it in the trace's communicators")
     index = np.searchsorted(ids, comm)
-    inside = np.isin(index * n + rank, member_keys)
+    inside = _in_sorted(index * n + rank, member_keys)
     if not inside.all():
         i = int(uses_comm[np.flatnonzero(~inside)[0]])
         raise UserError(f"{at} event {i}: rank {rank} uses communicator {int(ev['comm'][i])} but is not one of its members")
     peer = ev["peer"][uses_comm].astype(np.int64)
     is_p2p = kinds[uses_comm] != COLL_END
     must_be_member = is_p2p | (peer >= 0)        # p2p peers always; collective roots when there is one
-    ok = ~must_be_member | ((peer >= 0) & (peer < n) & np.isin(index * n + peer, member_keys))
+    ok = ~must_be_member | ((peer >= 0) & (peer < n) & _in_sorted(index * n + peer, member_keys))
     if not ok.all():
         j = int(np.flatnonzero(~ok)[0])
         i = int(uses_comm[j])
         what = "peer" if is_p2p[j] else "collective root"
         raise UserError(f"{at} event {i}: {what} {int(peer[j])} is not a member of communicator {int(comm[j])}")
-    rma = np.isin(kinds, RMA_KINDS)
+    rma = _RMA[kinds]
     for w in np.unique(ev["comm"][rma]).tolist():
         if w not in trace.windows:
             first = int(np.flatnonzero(rma & (ev["comm"] == w))[0])
             raise UserError(f"{at} event {first}: unknown RMA window {w}; define it in the trace's windows")
-    bad = np.flatnonzero(np.isin(kinds, (RMA_PUT, RMA_GET, RMA_ACC)) & ((ev["peer"] < 0) | (ev["peer"] >= n)))
+    bad = np.flatnonzero(_RMA_OPS[kinds] & ((ev["peer"] < 0) | (ev["peer"] >= n)))
     if len(bad):
         raise UserError(f"{at} event {int(bad[0])}: RMA target {int(ev['peer'][bad[0]])} is not a world rank")
 
 
 def _check_requests(ev: np.ndarray, at: str) -> None:
     """ISEND_COMPLETE and IRECV must complete a request opened earlier on the same rank by
-    ISEND / IRECV_REQUEST; a request id may be reused once completed."""
-    sel = np.flatnonzero(np.isin(ev["kind"], (ISEND, ISEND_COMPLETE, IRECV_REQUEST, IRECV)))
-    open_send: set[int] = set()
-    open_recv: set[int] = set()
-    for i, kind, req in zip(sel.tolist(), ev["kind"][sel].tolist(), ev["request"][sel].tolist()):
-        if kind == ISEND:
-            open_send.add(req)
-        elif kind == IRECV_REQUEST:
-            open_recv.add(req)
-        elif kind == ISEND_COMPLETE:
-            if req not in open_send:
-                raise UserError(f"{at} event {i}: ISEND_COMPLETE of request {req} that no earlier ISEND opened")
-            open_send.discard(req)
-        else:
-            if req not in open_recv:
-                raise UserError(f"{at} event {i}: IRECV of request {req} that no earlier IRECV_REQUEST opened")
-            open_recv.discard(req)
+    ISEND / IRECV_REQUEST; a request id may be reused once completed.  Per request id (sends and
+    receives apart) a completion is valid exactly when the event before it on that id opened it
+    (an open request stays open however often it is opened; a completion closes it)."""
+    kinds = ev["kind"]
+    sel = np.flatnonzero(_REQUESTS[kinds])
+    if len(sel) == 0:
+        return
+    k = kinds[sel]
+    recv_side = (k == IRECV_REQUEST) | (k == IRECV)
+    completes = (k == ISEND_COMPLETE) | (k == IRECV)
+    req = ev["request"][sel].astype(np.int64)
+    order = np.lexsort((sel, req, recv_side))
+    same_id = np.zeros(len(sel), bool)
+    same_id[1:] = (req[order][1:] == req[order][:-1]) & (recv_side[order][1:] == recv_side[order][:-1])
+    opened_before = np.zeros(len(sel), bool)
+    opened_before[1:] = ~completes[order][:-1]
+    bad = order[completes[order] & ~(same_id & opened_before)]
+    if len(bad):
+        j = int(bad.min())
+        i, what = int(sel[j]), ("IRECV", "IRECV_REQUEST") if recv_side[j] else ("ISEND_COMPLETE", "ISEND")
+        raise UserError(f"{at} event {i}: {what[0]} of request {int(req[j])} that no earlier {what[1]} opened")
 
 
-def _message_keys(trace: Trace, kinds: tuple[int, ...], sender_is_self: bool) -> np.ndarray:
+def _message_keys(trace: Trace, kinds: np.ndarray, sender_is_self: bool) -> np.ndarray:
     rows = []
     for rank, ev in enumerate(trace.events):
-        sel = np.isin(ev["kind"], kinds)
+        sel = kinds[ev["kind"]]
         k = np.empty((int(sel.sum()), 4), dtype=np.int64)
         me = np.full(len(k), rank)
         k[:, 0] = me if sender_is_self else ev["peer"][sel]
@@ -200,9 +225,31 @@ def _message_keys(trace: Trace, kinds: tuple[int, ...], sender_is_self: bool) ->
     return np.concatenate(rows) if rows else np.empty((0, 4), dtype=np.int64)
 
 
+def _packed_rows(a: np.ndarray, b: np.ndarray):
+    """Rows of a and b as one int64 each (columns shifted to 0 and weighted by the spans after
+    them, so equal rows give equal numbers), or None when the spans do not fit in 62 bits."""
+    both = np.concatenate((a, b))
+    if len(both) == 0:
+        return a[:, 0], b[:, 0]
+    lo, hi = both.min(axis=0), both.max(axis=0)
+    spans = [float(x) for x in hi - lo + 1]
+    if np.prod(spans) >= 2.0 ** 62:
+        return None
+    out = []
+    for rows in (a, b):
+        acc = rows[:, 0] - lo[0]
+        for col in range(1, rows.shape[1]):
+            acc = acc * int(hi[col] - lo[col] + 1) + (rows[:, col] - lo[col])
+        out.append(acc)
+    return out[0], out[1]
+
+
 def _check_messages_matched(trace: Trace, where: str) -> None:
-    sends = _message_keys(trace, P2P_SENDS, True)
-    recvs = _message_keys(trace, P2P_RECVS, False)
+    sends = _message_keys(trace, _SENDS, True)
+    recvs = _message_keys(trace, _RECVS, False)
+    packed = _packed_rows(sends, recvs) if len(sends) == len(recvs) else None
+    if packed is not None and np.array_equal(np.sort(packed[0]), np.sort(packed[1])):
+        return                                  # the same multiset of (src, dst, tag, comm)
     s_keys, s_counts = np.unique(sends, axis=0, return_counts=True)
     r_keys, r_counts = np.unique(recvs, axis=0, return_counts=True)
     if len(s_keys) == len(r_keys) and np.array_equal(s_keys, r_keys) and np.array_equal(s_counts, r_counts):
