@@ -317,15 +317,17 @@ def write_text(report: dict, out, top: int = 10) -> None:
     depth = {None: -1}
     one_sided = _subtree(report["patterns"], "rma") | _subtree(report["patterns"], "rma_pairwise_sync")
     hidden = [p for p in report["patterns"] if p["key"] in one_sided and p["seconds"] == 0]
+    # OpenMP patterns only for traces with threads (an MPI-only report reads as it always did)
+    openmp = set() if locs else _subtree(report["patterns"], "omp") | _subtree(report["patterns"], "omp_idle_threads")
     for p in report["patterns"]:
         depth[p["key"]] = depth[p["parent"]] + 1
-        if p in hidden:                 # one-sided patterns: only what is non-zero (summary line below)
+        if p in hidden or p["key"] in openmp:   # one-sided patterns: only what is non-zero (summary line below)
             continue
         ind = "  " * depth[p["key"]]
         value = _s(p["seconds"]) if p["unit"] == "sec" else f"{p['seconds']:10.0f} {p['unit']}"
         w(f"  {ind}{p['name']:<{34 - len(ind)}} {value} {p['percent']:6.2f} %\n")
         if p["key"] in ("time", "mpi", "p2p", "collective", "synchronization", "init_exit", "rma", "rma_sync",
-                        "rma_active", "rma_passive", "rma_window", "rma_comm"):
+                        "rma_active", "rma_passive", "rma_window", "rma_comm", "omp"):
             continue
         if p["unit"] != "sec":
             for c in p["callpaths"][:3]:
