@@ -3,6 +3,7 @@ replaced, never followed), a device or a name under /dev is written through, nev
 (`sgcc -o /dev/null`, as configure and CMake probes compile, and /dev/stdout)."""
 from __future__ import annotations
 
+import json
 import os
 import stat
 import subprocess
@@ -106,3 +107,24 @@ def test_a_failed_file_operation_is_one_line_in_one_shape(tmp_path):
         read_regular(tmp_path, "trace file")
     with pytest.raises(UserError, match=r"cannot write .*/sub/f: the directory .*/sub does not exist"):
         write_output(tmp_path / "sub" / "f", b"x")
+
+
+def test_export_to_a_device_or_stdout_writes_through(tmp_path):
+    """`export --perfetto /dev/stdout --force` used to rename its temporary file over /dev/stdout (as
+    root: the link replaced by a regular file); a device or a FIFO is written through, needs no --force."""
+    from scalgraph.io.trace_read import write_trace
+    from test_export_perfetto import late_sender_trace, validate
+    src = tmp_path / "t.sgtrace"
+    write_trace(late_sender_trace(), src)
+    for extra in ([], ["--force"]):
+        with open(tmp_path / "redirected", "wb") as out:
+            r = subprocess.run([sys.executable, "-m", "scalgraph.cli", "export", str(src), "--perfetto", "/dev/stdout",
+                                *extra], stdout=out, stderr=subprocess.PIPE, text=True, timeout=120)
+        assert r.returncode == 0, r.stderr
+        assert os.path.islink("/dev/stdout")
+        validate(json.loads((tmp_path / "redirected").read_text()))
+    r = subprocess.run([sys.executable, "-m", "scalgraph.cli", "export", str(src), "--perfetto", "/dev/null"],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    _devnull_intact()
+    assert sorted(os.listdir(tmp_path)) == ["redirected", "t.sgtrace"]

@@ -80,7 +80,7 @@ def run(args) -> int:
                             f"directory (with experiment.json); {src} is not one")
         _export_trace(_trace_path(src), args, wanted)
     for fmt, dest in wanted.items():
-        print(f"scalgraph export: wrote {dest} ({fmt})")
+        print(f"scalgraph export: wrote {dest} ({fmt})", file=sys.stderr)   # stdout may be the output
     return 0
 
 

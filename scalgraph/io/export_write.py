@@ -11,7 +11,7 @@ import shutil
 import tempfile
 
 from scalgraph.errors import UserError, os_failure
-from scalgraph.io.safe_write import current_umask, write_atomic
+from scalgraph.io.safe_write import current_umask, output_destination, write_atomic, write_through
 
 
 OTF2_ENTRIES = {"traces.otf2", "traces.def", "traces"}
@@ -22,6 +22,8 @@ def check_destination(path, force: bool, what: str = "file") -> pathlib.Path:
     is replaced only when it holds an OTF2 archive and nothing else (never an experiment or a home)."""
     p = pathlib.Path(path)
     parent = p.parent if str(p.parent) else pathlib.Path(".")
+    if what == "file" and not p.is_dir() and output_destination(p)[1]:
+        return p                 # /dev/stdout, a FIFO someone reads: written through, nothing replaced
     if p.exists() and not force:
         raise UserError(f"{p}: already exists; choose another name or pass --force to replace it")
     if p.is_dir() and what == "file":
@@ -44,7 +46,11 @@ def check_destination(path, force: bool, what: str = "file") -> pathlib.Path:
 
 
 def write_new(path, data: bytes | str, force: bool = False) -> None:
-    write_atomic(check_destination(path, force), data, replace=force)
+    p = check_destination(path, force)
+    if output_destination(p)[1]:
+        write_through(p, data)
+    else:
+        write_atomic(p, data, replace=force)
 
 
 @contextlib.contextmanager
