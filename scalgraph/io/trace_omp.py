@@ -270,3 +270,111 @@ def region_name(what: str, file: str, line: int) -> str:
             "ibarrier": f"!$omp implicit barrier{at}", "lock_acquire": "omp_set_lock",
             "lock_release": "omp_unset_lock", "critical_acquire": f"!$omp critical{at}",
             "critical_release": f"!$omp critical sblock{at}"}[what]
+
+
+# --- traces from elsewhere (OTF2 from Score-P --thread=omp) -----------------------------------------
+
+BARRIER_PREFIXES = ("!$omp barrier", "!$omp implicit barrier", "!$omp ibarrier")
+
+
+def _parallel_instances(ev: np.ndarray, par: np.ndarray, bar: np.ndarray) -> list[tuple[int, int, list]]:
+    """(ENTER index, EXIT index, [(barrier ENTER, barrier EXIT) ...]) of each parallel region of a
+    thread, outermost regions only (no nested parallelism, as in Scalasca)."""
+    from scalgraph.model.trace import ENTER, EXIT
+    out, open_par, open_bar, depth = [], None, None, 0
+    for i in np.flatnonzero(((ev["kind"] == ENTER) | (ev["kind"] == EXIT)) & (ev["region"] >= 0)).tolist():
+        g, k = int(ev["region"][i]), int(ev["kind"][i])
+        if par[g]:
+            depth += 1 if k == ENTER else -1
+            if k == ENTER and depth == 1:
+                open_par = [i, -1, []]
+            elif k == EXIT and depth == 0 and open_par is not None:
+                open_par[1] = i
+                out.append(tuple(open_par))
+                open_par = None
+        elif bar[g] and open_par is not None and depth == 1:
+            if k == ENTER:
+                open_bar = i
+            elif open_bar is not None:
+                open_par[2].append((open_bar, i))
+                open_bar = None
+    return out
+
+
+def threads_from_regions(regions: list, events: list[np.ndarray], workers: list[tuple[int, np.ndarray]]):
+    """Threads of a trace whose OpenMP constructs are regions (Score-P: "!$omp parallel @f:l" entered
+    by every thread of the team, "!$omp implicit barrier @f:l", "!$omp barrier @f:l"): the same
+    locations and team synchronisation as the shim's records give, inserted next to the trace's own
+    regions (a barrier region gets COLL_BEGIN / COLL_END on the team communicator; before each
+    parallel region every thread gets the fork region "!$omp fork @f:l", a worker from the end of its
+    previous parallel region).  `events`: each rank's MPI thread; `workers`: (rank, events) of its
+    other threads in thread order.  A region whose threads do not pass the same number of barriers is
+    left as it is (counted).  Returns (all locations' events, locations, team communicators, stats);
+    adds the fork regions to `regions`."""
+    from scalgraph.model.trace import COLL_BEGIN, COLL_END, ENTER, EXIT, Region, make_events
+    nranks = len(events)
+    par = np.array([r.name.startswith("!$omp parallel") for r in regions] + [False])
+    bar = np.array([r.name.startswith(BARRIER_PREFIXES) for r in regions] + [False])
+    fork_of: dict[int, int] = {}
+
+    def fork_region(g: int) -> int:
+        if g not in fork_of:
+            base = regions[g]
+            fork_of[g] = len(regions)
+            regions.append(Region(name=base.name.replace("!$omp parallel", "!$omp fork", 1), file=base.file,
+                                  line=base.line))
+        return fork_of[g]
+
+    out = list(events)
+    locations = [(r, 0) for r in range(nranks)]
+    comms: dict[int, list[int]] = {}
+    stats = {"regions": 0, "regions_skipped": 0}
+    by_rank: dict[int, list[np.ndarray]] = {}
+    for r, ev in workers:
+        by_rank.setdefault(r, []).append(ev)
+    for r, wevs in sorted(by_rank.items()):
+        comm = OMP_TEAM_BASE + r
+        team = [events[r], *wevs]
+        inst = [_parallel_instances(ev, par, bar) for ev in team]
+        n = min(len(x) for x in inst)
+        stats["regions"] += len(inst[0])
+        stats["regions_skipped"] += len(inst[0]) - n
+        t0 = float(events[r]["time"][0]) if len(events[r]) else 0.0
+        idle_from = [t0] * len(team)
+        adds: list[list[tuple]] = [[] for _ in team]      # (position, time, kind, region, peer, bytes)
+        for i in range(n):
+            nb = len(inst[0][i][2])
+            if any(len(x[i][2]) != nb for x in inst):
+                stats["regions_skipped"] += 1
+                continue
+            pe0 = inst[0][i][0]
+            fork = fork_region(int(events[r]["region"][pe0]))
+            t_fork = float(events[r]["time"][pe0])
+            for k, ev in enumerate(team):
+                pe, px, bars = inst[k][i]
+                t_in = float(ev["time"][pe])
+                start = t_fork if k == 0 else min(idle_from[k], t_in)
+                end = t_fork if k == 0 else t_in
+                adds[k] += [(pe, start, ENTER, fork, -1, 0), (pe, start, COLL_BEGIN, -1, -1, 0),
+                            (pe, end, COLL_END, -1, r, int(k == 0)), (pe, end, EXIT, fork, -1, 0)]
+                for be, bx in bars:
+                    adds[k] += [(be + 1, float(ev["time"][be]), COLL_BEGIN, -1, -1, 0),
+                                (bx, float(ev["time"][bx]), COLL_END, -1, -1, 0)]
+                idle_from[k] = float(ev["time"][px])
+        for k, ev in enumerate(team):
+            if not adds[k]:
+                new = ev
+            else:
+                pos, t, kind, reg, peer, nbytes = (list(c) for c in zip(*adds[k]))
+                extra = make_events(len(pos))
+                extra["time"], extra["kind"], extra["region"], extra["peer"] = t, kind, reg, peer
+                extra["bytes"] = nbytes
+                extra["comm"] = np.where(np.isin(extra["kind"], [COLL_BEGIN, COLL_END]), comm, -1)
+                new = np.insert(ev, pos, extra)
+            if k == 0:
+                out[r] = new
+            else:
+                out.append(new)
+                locations.append((r, k))
+        comms[comm] = [r] + [len(locations) - len(wevs) + j for j in range(len(wevs))]
+    return out, locations, comms, stats

@@ -162,10 +162,20 @@ def _read_archive(anchor, stem, reader, reader_cm, ranks=None) -> Trace:
                        win_members)
         wanted = set(range(nranks)) if ranks is None else {r for r in ranks if 0 <= r < nranks}
         locations = [loc for loc in defs.locations if rank_of.get(loc._ref) in wanted]
-        skipped = sum(int(loc.number_of_events) for loc in defs.locations if loc._ref not in rank_of)
+        # the other CPU threads of a rank's process (OpenMP: Score-P --thread=omp), in the serial replay
+        has_omp = any(r.name.startswith("!$omp parallel") for r in regions)
+        thread_of = _thread_locations(defs, rank_of, LocationType) if ranks is None and has_omp else {}
+        skipped = sum(int(loc.number_of_events) for loc in defs.locations
+                      if loc._ref not in rank_of and loc._ref not in thread_of)
+        threads = [loc for loc in defs.locations if loc._ref in thread_of]
         events = [make_events(0) for _ in range(nranks)]
         begin, end = {}, {}
-        for ref, raw in _location_records(reader, locations, arc):
+        workers = {}
+        for ref, raw in _location_records(reader, locations + threads, arc):
+            if ref in thread_of:               # OpenMP threads: their regions (the constructs are regions)
+                keep = (raw["kind"] == ENTER) | (raw["kind"] == EXIT)
+                workers[ref] = raw[keep]
+                continue
             r = rank_of[ref]
             events[r], b, e = _translate_rank(arc, r, raw)
             if b is not None:
@@ -177,8 +187,16 @@ def _read_archive(anchor, stem, reader, reader_cm, ranks=None) -> Trace:
         meta = dict(saved.get("meta", {})) if saved else {"source": "otf2", "otf2_timer_resolution": arc.res}
         if skipped:
             meta["otf2_skipped_events"] = skipped
+        locs = []
+        if workers:
+            from scalgraph.io import trace_omp
+            order = sorted(workers, key=lambda ref: thread_of[ref])
+            events, locs, teams, stats = trace_omp.threads_from_regions(
+                regions, events, [(thread_of[ref][0], workers[ref]) for ref in order])
+            comms.update(teams)
+            meta["openmp"] = {"threads": len(locs), **stats}
         return Trace(regions=regions, comms=comms, events=events, windows=windows, meta=meta,
-                     program_begin=begin, program_end=end)
+                     program_begin=begin, program_end=end, locations=locs)
     except (UserError, MemoryError):
         raise
     except Exception:
@@ -477,6 +495,22 @@ def _rank_map(defs, GroupType, LocationType, Paradigm) -> dict[int, int]:
     for r, gref in enumerate(sorted(firsts)):
         rank_of[firsts[gref]] = r
     return rank_of
+
+
+def _thread_locations(defs, rank_of: dict[int, int], LocationType) -> dict[int, tuple[int, int]]:
+    """location ref -> (rank, thread number) for the CPU threads of a rank's process other than its
+    MPI location, in definition order (Score-P defines a process's threads in their OpenMP order)."""
+    group_rank = {loc.group._ref: r for loc in defs.locations if (r := rank_of.get(loc._ref)) is not None}
+    out: dict[int, tuple[int, int]] = {}
+    count: dict[int, int] = {}
+    for loc in defs.locations:
+        g = loc.group._ref
+        if loc._ref in rank_of or g not in group_rank or loc.type != LocationType.CPU_THREAD:
+            continue
+        r = group_rank[g]
+        count[r] = count.get(r, 0) + 1
+        out[loc._ref] = (r, count[r])
+    return out
 
 
 def _read_regions(defs, saved: dict) -> tuple[list[Region], dict[int, int]]:
