@@ -581,6 +581,9 @@ def write_otf2(trace: Trace, anchor: str | os.PathLike) -> None:
     from otf2.enums import (CollectiveOp, GroupType, LocationGroupType, LocationType, LockType, Paradigm,
                             RegionRole, RmaAtomicType, RmaSyncType, Type)
     anchor = pathlib.Path(anchor)
+    if trace.locations:
+        raise UserError(f"{anchor}: writing the OpenMP threads of a trace to OTF2 is not supported yet; keep the "
+                        "scalgraph binary trace (trace.sgtrace) or export JSON")
     if anchor.suffix != ".otf2" or len(anchor.name) <= 5 + len(".otf2"):
         raise UserError(f"{anchor}: an OTF2 anchor must end in .otf2 with a base name longer than 5 characters "
                         f"(e.g. traces.otf2), or Scalasca will not open it")

@@ -122,6 +122,9 @@ def replay(comm, path: str, top: int = 10, source: str = "", min_share: float = 
     counts = _counts_read(comm, trace, bounds)
     if len(counts) == 0:
         raise UserError("the trace has no locations; nothing to analyse")
+    if getattr(trace, "locations", None):
+        raise UserError("the trace has OpenMP threads, which --parallel does not analyse yet; run `scalgraph trace` "
+                        "without --parallel")
     # more analysis processes than ranks: the surplus ones (always the last) sit this one out
     active = np.flatnonzero(np.diff(bounds) > 0)
     if len(active) < comm.Get_size():
