@@ -12,6 +12,7 @@ from scalgraph.analysis.constructs import constructs
 from scalgraph.analysis.detect import analyse
 from scalgraph.analysis.threads import regions, thread_abnormal, thread_causes
 from scalgraph.errors import UserError
+from scalgraph.io.html_report.experiment_page import experiment_page
 from scalgraph.io.profile_file import read_run, write_rank_file
 from scalgraph.io.report import write_text
 from scalgraph.model.profile import DEP_COLL
@@ -191,6 +192,8 @@ def test_detect_names_a_thread_imbalance_every_rank_has():
     text = out.getvalue()
     assert "#1 hy.c:22" in text and "OpenMP thread 1 (worker) of rank" in text and "arrives last" in text
     assert "OpenMP thread imbalance at p=4" in text and "rank 0 thread 1 (worker): threads' CPU" in text
+    page = experiment_page(res, psg, {"experiment": "exp"}, [])
+    assert 'id="thread-abn-table"' in page and "1 (worker)" in page and "arrives last at the barrier" in page
     # without the thread dimension the same run has no finding
     for prof in runs.values():
         prof.threads = None

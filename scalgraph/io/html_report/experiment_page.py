@@ -189,7 +189,8 @@ def _abnormal(result: dict) -> str:
     big = result["scales"][-1]
     if not rows:
         return (f'<section id="abnormal"><h2>Abnormal vertices</h2><p class="note">No rank exceeds '
-                f'{result["thresholds"]["abnorm_thd"]} &times; the median rank at p={big}.</p></section>')
+                f'{result["thresholds"]["abnorm_thd"]} &times; the median rank at p={big}.</p>'
+                f'{_thread_abnormal(result)}</section>')
     body = "".join(
         f'<tr><td class="mono">{esc(fig.short(a["location"]))}</td><td>{esc(a["function"])}</td>'
         f'<td><span class="badge k-{esc(a["kind"])}">{esc(a["kind"])}</span>{esc(a["name"])}</td>'
@@ -203,7 +204,26 @@ def _abnormal(result: dict) -> str:
             "<th>abnormal ranks</th><th class=num>largest excess</th></tr>")
     return (f'<section id="abnormal"><h2>Abnormal vertices</h2><p class="muted">Ranks above '
             f'{result["thresholds"]["abnorm_thd"]} &times; the median rank at p={big}.</p>'
-            f'<table class="sortable" id="abn-table"><thead>{head}</thead><tbody>{body}</tbody></table></section>')
+            f'<table class="sortable" id="abn-table"><thead>{head}</thead><tbody>{body}</tbody></table>'
+            f'{_thread_abnormal(result)}</section>')
+
+
+def _thread_abnormal(result: dict) -> str:
+    """OpenMP threads above AbnormThd x their team's median (detect's `thread_abnormal`), if any."""
+    rows = result.get("thread_abnormal") or []
+    if not rows:
+        return ""
+    body = "".join(
+        f'<tr><td class="mono">{esc(fig.short(a["location"]))}</td><td>{esc(a["function"])}</td>'
+        f'<td><span class="badge k-{esc(a["kind"])}">{esc(a["kind"])}</span>{esc(a["name"])}</td>'
+        f'<td class="num">{int(a["rank"])}</td><td>{int(a["thread"])} ({esc(a["role"])})</td>'
+        f'<td>{esc(" / ".join(_fmt_s(x) for x in a["cpu"]))}</td>'
+        f'<td class="num" data-v="{a["excess"]:.9g}">{esc(_fmt_s(a["excess"]))}</td></tr>' for a in rows)
+    head = ("<tr><th>location</th><th>function</th><th>construct</th><th class=num>rank</th><th>thread</th>"
+            "<th>CPU per thread</th><th class=num>excess over the team median</th></tr>")
+    return (f'<h3>OpenMP thread imbalance</h3><p class="muted">Threads above {result["thresholds"]["abnorm_thd"]} '
+            f'&times; their team\'s median CPU at p={result["scales"][-1]}.</p>'
+            f'<table class="sortable" id="thread-abn-table"><thead>{head}</thead><tbody>{body}</tbody></table>')
 
 
 def _more(n: int) -> str:
