@@ -117,3 +117,19 @@ def test_overlapping_ramps_are_covered_and_equal():
                 plain[seg] = np.where(mask, plain[seg] + sl * (plain[seg] - tl), plain[seg])
         stopped += int(np.sum(new < plain - 1e-12))
     assert moved > 50 and chained > 5 and stopped > 0
+
+
+def test_correction_leaves_its_input_alone_and_copies_only_moved_ranks():
+    tr = inject(simulate(4, 40, 11), [0, 1e-4, -1e-4, 0], [0])
+    before = [e.copy() for e in tr.events]
+    out, report = clock.correct_clocks(tr)
+    assert report.corrected
+    for a, b in zip(tr.events, before):
+        assert np.array_equal(a, b)                    # the input's arrays are untouched
+    moved = [not np.array_equal(o["time"], b["time"]) for o, b in zip(out.events, before)]
+    assert any(moved)
+    for o, e, m in zip(out.events, tr.events, moved):
+        assert (o is not e) == m                       # a rank without a moved time is shared, not copied
+    consistent = simulate(3, 20, 5)
+    same, rep = clock.correct_clocks(consistent)
+    assert not rep.corrected and all(o is e for o, e in zip(same.events, consistent.events))

@@ -315,11 +315,16 @@ def interpolate_offsets(trace: tm.Trace) -> bool:
 def correct_clocks(trace: tm.Trace, params: ClockParams = ClockParams(), force: bool = False
                    ) -> tuple[tm.Trace, ClockReport]:
     """Offset interpolation (if the trace has offsets), then, when violations remain (or `force`),
-    the controlled logical clock.  Returns a new Trace (the input is not modified) and a report."""
-    out = tm.Trace(regions=trace.regions, comms=trace.comms, events=[e.copy() for e in trace.events],
+    the controlled logical clock.  Returns a new Trace (the input is not modified) and a report.
+    A rank whose times do not change keeps the input's event array (shared, not copied: a copy
+    would hold every event twice during the analysis)."""
+    shared = list(trace.events)
+    out = tm.Trace(regions=trace.regions, comms=trace.comms, events=list(trace.events),
                    windows=trace.windows, meta=dict(trace.meta), program_begin=trace.program_begin,
                    program_end=trace.program_end, locations=trace.locations)
     report = ClockReport(violations=np.zeros(0, VIOLATION_DTYPE), params=params)
+    if out.meta.get("clock_offsets"):
+        out.events = [e.copy() for e in trace.events]   # interpolation writes in place
     report.offsets_applied = interpolate_offsets(out)
     if report.offsets_applied:
         for rank, ev in enumerate(out.events):
@@ -335,7 +340,11 @@ def correct_clocks(trace: tm.Trace, params: ClockParams = ClockParams(), force: 
     c, jumps = _forward(t, flat, lm, params)
     _backward(c, flat, lm, jumps, params)
     for r in range(flat.nranks):
-        out.events[r]["time"] = c[flat.offsets[r]:flat.offsets[r + 1]]
+        times = c[flat.offsets[r]:flat.offsets[r + 1]]
+        if out.events[r] is shared[r] and not np.array_equal(times, shared[r]["time"]):
+            out.events[r] = shared[r].copy()
+        if out.events[r] is not shared[r]:
+            out.events[r]["time"] = times
     report.corrected = True
     report.jumps = len(jumps)
     report.max_jump = max((j[1] for j in jumps), default=0.0)
