@@ -22,6 +22,19 @@ def test_the_next_busiest_rank_bounds_the_gain():
     assert bulk_synchronous_gain(busy, np.array([0.0, 0.0, 3.0, 0.0])) == pytest.approx(1.0)
 
 
+def test_a_serialised_master_and_worker_give_back_the_whole_merge():
+    """masterworker at p=2: the master merges 2 s, the one worker computes 1 s, in turn: each waits for
+    the other (master 1 s, worker 2 s), the run is 3 s.  Without the merge the worker computes back to
+    back: 1 s, a gain of 2 s (the bulk-synchronous view, max busy 2 -> 1, saw only 1 s)."""
+    from scalgraph.analysis.whatif import gain_with_waiting
+    busy, wait, removal = np.array([2.0, 1.0]), np.array([1.0, 2.0]), np.array([2.0, 0.0])
+    assert gain_with_waiting(busy, wait, removal) == pytest.approx(2.0)
+    assert bulk_synchronous_gain(busy, removal) == pytest.approx(1.0)
+    # bulk-synchronous waiting (everyone waits for the busiest rank): the same as bulk_synchronous_gain
+    busy = np.array([12.0, 10.0, 13.0, 10.0])
+    assert gain_with_waiting(busy, busy.max() - busy, np.array([0.0, 0.0, 3.0, 0.0])) == pytest.approx(1.0)
+
+
 def test_a_removal_is_never_more_than_the_rank_had():
     assert bulk_synchronous_gain(np.array([1.0, 0.5]), np.array([5.0, 0.0])) == pytest.approx(0.5)
     assert bulk_synchronous_gain(np.array([]), np.array([])) == 0.0
@@ -137,7 +150,8 @@ def test_the_fix_is_the_diagnosis_scales_typical_rank_at_every_scale():
     def times(cause: list[float], rest: float) -> RankTimes:
         own = np.zeros((len(cause), len(cons)))
         own[:, loop], own[:, other] = cause, rest
-        return RankTimes(own, own.sum(axis=1), np.ones(len(cause)))
+        busy = own.sum(axis=1)
+        return RankTimes(own, busy, np.ones(len(cause)), busy.max() - busy)
 
     per_scale = {2: times([1.0, 1.0], 2.0), 8: times([1.0, 0, 0, 0, 0, 0, 0, 1.0], 0.5)}
     out = predict_fixed(psg, cons, per_scale, [loop], scaling_loss_of=lambda c: False,

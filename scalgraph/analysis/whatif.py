@@ -43,6 +43,22 @@ def bulk_synchronous_gain(busy: np.ndarray, removal: np.ndarray) -> float:
     return float(max(busy.max() - (busy - removal).max(), 0.0))
 
 
+def gain_with_waiting(busy: np.ndarray, wait: np.ndarray, removal: np.ndarray) -> float:
+    """Seconds the run shortens when rank r's busy time loses removal[r], where rank r also waited
+    wait[r] (all [R]).  The run is as long as its longest rank, busy plus waiting.  Fixed, a rank still
+    waits for the busiest rank left (the bulk-synchronous part), and keeps the waiting the removed
+    work cannot explain: what exceeds the largest removal (a serialised master and worker wait for
+    each other in turn, not for the busiest rank: with one worker, the worker's waiting for the
+    master's merge goes with the merge).  Where every rank's waiting is the busiest rank's lead this
+    is bulk_synchronous_gain."""
+    if busy.size == 0:
+        return 0.0
+    removal = np.clip(removal, 0.0, busy)
+    left = busy - removal
+    still = np.maximum(wait - removal.max(), left.max() - left)
+    return float(max((busy + wait).max() - (left + still).max(), 0.0))
+
+
 def removal_per_rank(own_c: np.ndarray, ideal: float | None, typical: np.ndarray | None = None) -> np.ndarray:
     """[R] seconds a fix removes from each rank: the excess over the (lower) median rank, or, for a construct
     with a scaling loss (`ideal` given), everything above its ideal share, or everything above
@@ -83,11 +99,14 @@ class RankTimes:
     own: np.ndarray        # [R x C] own time per construct (thread-CPU where sampled)
     busy: np.ndarray       # [R] wall seconds busy (rank_busy)
     stretch: np.ndarray    # [R] wall seconds per CPU second of computation (rank_stretch)
+    wait: np.ndarray       # [R] wall seconds waiting in MPI calls, start-up and shut-down left out
 
 
 def rank_times(psg: PSG, cons: Constructs, prof: RunProfile, own: np.ndarray, excluded: np.ndarray) -> RankTimes:
     """One scale's RankTimes from its profile and its [R x V] own time (abnormal.own_time)."""
-    return RankTimes(cons.sum_columns(own), rank_busy(psg, prof, own, excluded), rank_stretch(prof))
+    is_mpi = np.asarray(psg.kind) == MPI
+    wait = prof.wait[:, is_mpi & ~excluded].sum(axis=1)
+    return RankTimes(cons.sum_columns(own), rank_busy(psg, prof, own, excluded), rank_stretch(prof), wait)
 
 
 def nested_constructs(psg: PSG, cons: Constructs, c: int) -> list[int]:
@@ -141,7 +160,7 @@ def predict_fixed(psg: PSG, cons: Constructs, per_scale: Mapping[int, RankTimes]
             removal = removal_per_rank(own_g * rt.stretch,
                                        None if ideal is None else ideal * float(np.median(rt.stretch)),
                                        typical_big[i] * carry * rt.stretch)
-            gains[i, j] = bulk_synchronous_gain(rt.busy, removal)
+            gains[i, j] = gain_with_waiting(rt.busy, rt.wait, removal)
     out = []
     fits = fit_models(scales, gains) if len(scales) >= 2 else None
     for i, c in enumerate(constructs_):
