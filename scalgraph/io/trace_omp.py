@@ -284,6 +284,8 @@ def _parallel_instances(ev: np.ndarray, par: np.ndarray, bar: np.ndarray) -> lis
     out, open_par, open_bar, depth = [], None, None, 0
     for i in np.flatnonzero(((ev["kind"] == ENTER) | (ev["kind"] == EXIT)) & (ev["region"] >= 0)).tolist():
         g, k = int(ev["region"][i]), int(ev["kind"][i])
+        if g >= len(par):                          # regions added after the masks were made (forks)
+            continue
         if par[g]:
             depth += 1 if k == ENTER else -1
             if k == ENTER and depth == 1:
@@ -373,8 +375,54 @@ def threads_from_regions(regions: list, events: list[np.ndarray], workers: list[
                 new = np.insert(ev, pos, extra)
             if k == 0:
                 out[r] = new
-            else:
-                out.append(new)
+            else:           # under the master's call path at each fork (Score-P's workers start at the region)
+                out.append(with_master_context(out[r], new, par, bar))
                 locations.append((r, k))
         comms[comm] = [r] + [len(locations) - len(wevs) + j for j in range(len(wevs))]
     return out, locations, comms, stats
+
+
+def with_master_context(master: np.ndarray, worker: np.ndarray, par: np.ndarray, bar: np.ndarray,
+                        copy_body: np.ndarray | None = None) -> np.ndarray:
+    """A worker's parallel regions under the master's call path at the fork (Scalasca's call tree:
+    a team's threads share it), so the delay analysis compares a worker's work with the master's on
+    the same call paths: the regions open on the master at each of its `!$omp parallel` ENTERs are
+    entered around the worker's matching region.  `copy_body` (per region, True: may be copied): the
+    master's first region inside the parallel region (the outlined function, traced on the master
+    only) is entered by the worker too, up to its closing barrier.  Regions are matched in order;
+    a worker with another number of regions than the master is left as it is."""
+    from scalgraph.model.trace import ENTER, EXIT, make_events
+    m_inst, w_inst = _parallel_instances(master, par, bar), _parallel_instances(worker, par, bar)
+    if not m_inst or len(m_inst) != len(w_inst):
+        return worker
+    kinds, regs = master["kind"], master["region"]
+    ee = np.flatnonzero((kinds == ENTER) | (kinds == EXIT))
+    stack: list[int] = []
+    at_enter: dict[int, list[int]] = {}
+    wanted = {pe for pe, _, _ in m_inst}
+    for i in ee.tolist():
+        if i in wanted:
+            at_enter[i] = list(stack)
+        if kinds[i] == ENTER:
+            stack.append(int(regs[i]))
+        elif stack:
+            stack.pop()
+    adds = []                                      # (position, time, kind, region)
+    wt = worker["time"]
+    for (pe, px, bars), (we, wx, wbars) in zip(m_inst, w_inst):
+        t_in, t_out = float(wt[we]), float(wt[wx])
+        for g in at_enter.get(pe, []):
+            adds.append((we, t_in, ENTER, g))
+        if copy_body is not None and pe + 1 < len(master) and kinds[pe + 1] == ENTER and regs[pe + 1] >= 0 \
+                and copy_body[regs[pe + 1]]:
+            g = int(regs[pe + 1])
+            close = wbars[-1][0] if wbars else wx
+            adds += [(we + 1, t_in, ENTER, g), (close, float(wt[close]), EXIT, g)]
+        for g in reversed(at_enter.get(pe, [])):
+            adds.append((wx + 1, t_out, EXIT, g))
+    if not adds:
+        return worker
+    pos, t, kind, reg = (list(c) for c in zip(*adds))
+    extra = make_events(len(pos))
+    extra["time"], extra["kind"], extra["region"] = t, kind, reg
+    return np.insert(worker, pos, extra)

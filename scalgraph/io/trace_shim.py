@@ -243,7 +243,7 @@ def read_shim_trace(run_dir: str | pathlib.Path, psg=None) -> Trace:
         ev = _close_open_regions(ev)
         offsets[r] = _clock_pairs(ev, regions, profiles[r])
         if r in omp:
-            ev = _add_threads(ev, omp[r], r, nranks, workers, omp_region, omp_stats)
+            ev = _add_threads(ev, omp[r], r, nranks, workers, omp_region, omp_stats, regions)
         if psg is not None:
             ev = _sampled_vertices(ev, by_rank[r]["samples"], psg, regions, sampled_region)
         events.append(ev)
@@ -278,7 +278,7 @@ def read_shim_trace(run_dir: str | pathlib.Path, psg=None) -> Trace:
 
 
 def _add_threads(ev: np.ndarray, o: dict, rank: int, nranks: int, workers: list, omp_region,
-                 stats: dict) -> np.ndarray:
+                 stats: dict, regions: list[Region]) -> np.ndarray:
     """The rank's OpenMP threads (scalgraph/io/trace_omp.py): its workers become locations (appended
     to `workers` as (rank, thread, [samples, events])), the master's OpenMP events are merged into
     `ev`; worker locations are numbered from `nranks` in the order ranks are read."""
@@ -294,12 +294,18 @@ def _add_threads(ev: np.ndarray, o: dict, rank: int, nranks: int, workers: list,
                                        omp_region, rank, worker_loc)
     for key in ("regions", "regions_skipped", "lock_acquisitions"):
         stats[key] = stats.get(key, 0) + st.get(key, 0)
+    ev = trace_omp.merge_master(ev, rows[-1])
+    # workers run under the master's call path at the fork, its outlined function included
+    par = np.array([r.name.startswith("!$omp parallel") for r in regions] + [False])
+    bar = np.array([r.name.startswith(trace_omp.BARRIER_PREFIXES) for r in regions] + [False])
+    body = np.array([r.file != "OMP" and not r.is_mpi and r.vertex >= 0 for r in regions] + [False])
     for th, rec in others.items():
         samples = rec[rec["kind"] == trace_omp.SAMPLE]
         s = np.zeros(len(samples), SAMPLE_DTYPE)
         s["time_ns"], s["vertex"] = samples["time_ns"], samples["vertex"]
-        workers.append((rank, th, [s, trace_omp.worker_events(rows[th])]))
-    return trace_omp.merge_master(ev, rows[-1])
+        wev = trace_omp.with_master_context(ev, trace_omp.worker_events(rows[th]), par, bar, body)
+        workers.append((rank, th, [s, wev]))
+    return ev
 
 
 def convert_shim_trace(run_dir: str | pathlib.Path, target: str | pathlib.Path, psg=None) -> Trace:
