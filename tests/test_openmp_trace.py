@@ -98,3 +98,59 @@ def test_detect_with_hybrid_traces_names_the_planted_line(name, traced):
     top = rep["root_causes"][0]
     assert pathlib.Path(top["file"]).name == want["root_cause"]["file"] and within(top, want["root_cause"]["lines"])
     assert top["rank"] == want["scales"][-1] // 2
+
+
+LOCKS_C = r"""
+#include <mpi.h>
+#include <omp.h>
+#include <stdio.h>
+static double spin(long n) { double s = 0; for (long i = 0; i < n; i++) s += (double)(i & 7); return s; }
+int main(int argc, char **argv) {
+    MPI_Init(&argc, &argv);
+    omp_lock_t lock;
+    omp_init_lock(&lock);
+    double total = 0;
+    for (int it = 0; it < 4; it++) {
+#pragma omp parallel reduction(+ : total)
+        {
+            if (omp_get_thread_num() == 0) {          /* the master takes the lock at once and holds it */
+                omp_set_lock(&lock);
+                total += spin(30000000);
+                omp_unset_lock(&lock);
+            } else {                                  /* the worker asks for it a little later */
+                total += spin(1000000);
+                omp_set_lock(&lock);
+                total += 1;
+                omp_unset_lock(&lock);
+            }
+        }
+    }
+    omp_destroy_lock(&lock);
+    printf("locks: %s\n", total > 0 ? "ok" : "?");
+    MPI_Finalize();
+    return 0;
+}
+"""
+
+
+def test_lock_contention_from_the_ompt_lock_callbacks(tmp_path):
+    """One rank, 2 threads: the worker waits for the lock the master holds in each region.  The shim's
+    mutex callbacks give the hand-over, the report OpenMP Lock Contention with the master as causer."""
+    require_tool(venv_tool("sgcc") is not None and venv_tool("mpiexec") is not None, "no sgcc/mpiexec")
+    require_tool(openmp_available(), "no libomp for the clang sgcc uses (bash scripts/setup.sh installs it)")
+    (tmp_path / "locks.c").write_text(LOCKS_C)
+    res = subprocess.run([venv_tool("sgcc"), "-fopenmp", "-O1", "-g", "locks.c", "-o", "locks"], cwd=tmp_path,
+                         capture_output=True, text=True, timeout=600)
+    assert res.returncode == 0, res.stderr
+    env = {**os.environ, **OMP_ENV}
+    res = scalgraph("run", "--trace", "-n", "1", "-o", "exp", "--", "./locks", cwd=tmp_path, env=env)
+    assert res.returncode == 0, res.stderr
+    assert (tmp_path / "exp/scale-1/rep-0/stdout.txt").read_text() == "locks: ok\n"
+    assert not list((tmp_path / "exp/scale-1/rep-0").glob("rank-*.sgomp"))      # converted, then removed
+    res = scalgraph("trace", "--json", "exp/scale-1/rep-0", cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    rep = json.loads(res.stdout)
+    assert rep["locations"] == [[0, 0], [0, 1]]
+    assert pattern(rep, "OpenMP Lock Contention") > 0.005, listing(rep)
+    waits = [i for i in rep["instances"] if i["pattern"] == "OpenMP Lock Contention"]
+    assert waits and max(waits, key=lambda i: i["seconds"])["causer"] == 0 and waits[0]["rank"] == 1
