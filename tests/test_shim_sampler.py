@@ -53,7 +53,8 @@ def test_v2_arrays_and_header_fields_round_trip(core, tmp_path):
     out = tmp_path / "prof"
     assert lib.sg_write_profile(str(out).encode(), 1) == 0
     rec = pf.read_rank_file(out / "rank-0.sgp")
-    assert rec["version"] == pf.VERSION == 2 and rec["header_size"] == pf.HEADER_DTYPE.itemsize
+    assert rec["version"] == pf.VERSION == 3 and rec["header_size"] == pf.HEADER_DTYPE.itemsize
+    assert rec["threads"] is None                      # format 3's thread section, empty without OpenMP
     assert rec["samples"].tolist() == [2] and rec["sample_ns"].tolist() == [4_000_000]
     assert rec["comp_wall_ns"].tolist() == [6_000_000] and rec["comp_cpu_ns"].tolist() == [4_500_000]
     assert rec["mpi_cpu_ns"].tolist() == [7_000] and rec["time_ns"].tolist() == [7_000]
@@ -83,7 +84,7 @@ def test_a_version_1_file_asks_for_a_rerun(tmp_path):
     data = bytearray((tmp_path / "rank-0.sgp").read_bytes())
     data[8:12] = (1).to_bytes(4, "little")
     (tmp_path / "rank-0.sgp").write_bytes(bytes(data[:616 + 4 * 8]))   # a v1 header and its 4 arrays
-    with pytest.raises(UserError, match="format version 1; this scalgraph reads version 2: rerun"):
+    with pytest.raises(UserError, match="format version 1; this scalgraph reads versions 2-3: rerun"):
         pf.read_run(tmp_path)
 
 
