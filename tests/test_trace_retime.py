@@ -114,6 +114,34 @@ def test_a_call_whose_message_was_early_keeps_its_own_part_from_its_entry():
     assert res.gain == pytest.approx(1.4)
 
 
+def test_one_sided_late_post_and_early_wait_move_with_the_post():
+    """GATS: target 1 works 5 (late), posts [5, 5.1] and waits [5.1, 6.6]; origin 0 works 1, its
+    MPI_Win_start [1, 5.3] waits for the post (ready 5, own 0.3), puts [5.3, 6], completes [6, 6.5]
+    (the post long there: own 0.5).  Target 1's wait awaited the complete's entry 6 (own 0.6).  The
+    one-sided calls that waited took 0.3 and 0.6 after: a transfer of 0.45 (their median).  Fixing
+    rank 1's work (5 -> the lower median 0): the post enters at 0; the start ends max(1 + 0.3,
+    0 + 0.3) = 1.3, the put [1.3, 2], the complete max(2 + 0.5, 0 + 0.45) = 2.5; the wait ends
+    max(0.1 + 0.6, 2 + 0.6) = 2.6.  The run: 6.6 -> 2.6."""
+    from test_trace_rma import build as rma_build, call, put
+    b = Builder(2)
+    b.enter(1, 0, "main").work(1, 0, 5, "late")
+    call(b, 1, 5, 5.1, "MPI_Win_post", (0,))
+    call(b, 1, 5.1, 6.6, "MPI_Win_wait")
+    b.exit(1, 6.6, "main")
+    b.enter(0, 0, "main").work(0, 0, 1, "other")
+    call(b, 0, 1, 5.3, "MPI_Win_start", (1,))
+    put(b, 0, 5.3, 6, 1)
+    call(b, 0, 6, 6.5, "MPI_Win_complete")
+    b.exit(0, 6.5, "main")
+    fwd = forward_replay(build_context(rma_build(b)))
+    names = callpath_names(fwd.ctx.nest, fwd.ctx.trace.regions)
+    late = [names.index("main/late")]
+    assert retime(fwd.ctx, late, np.zeros(2)).time == pytest.approx(fwd.ctx.time)
+    res = retime(fwd.ctx, late, shrink_fractions(fwd.ctx, fwd.excl_time, late))
+    assert end_times(fwd.ctx, res.time) == pytest.approx([2.5, 2.6])
+    assert res.gain == pytest.approx(4.0)
+
+
 def test_two_verdict_lines_of_one_loop_nest_are_fixed_together():
     """zeusmp: the boundary loop is a LOOP at lines 29-31 on the last rank and a COMP at 30-31 on rank 0
     (two inlined copies); each verdict line's what-if fixes both, so both ranks are shortened."""

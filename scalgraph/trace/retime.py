@@ -22,8 +22,13 @@ in a shortened call path on that rank), except at the events that waited for ano
   (the part after the last awaited entry, the collective's own work, is kept; never negative.)
   With nothing shortened every event keeps its time.
 
+* one-sided synchronisation likewise, at the end (EXIT) of the call: MPI_Win_fence over the entries
+  of that fence on every rank of the window, MPI_Win_start and MPI_Win_complete over the MPI_Win_post
+  entries of the exposure epochs they access (Late Post), MPI_Win_wait over the MPI_Win_complete
+  entries of the access epochs accessing it (Early Wait).
+
 Sends are taken as not waiting (eager delivery: a Late Receiver's sender keeps its original
-duration), and one-sided operations as local; both are documented limits.  Only the synchronising events
+duration), and passive-target locks as local; both are documented limits.  Only the synchronising events
 (and each rank's first) are solved: any other event keeps its distance from the last of them before
 it, over the shortened gaps (prefix sums).  The dependences point backwards along the program's
 causal order, so rounds that advance every rank whose next synchronising event has all its partners
@@ -37,6 +42,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from scalgraph.model import trace as tm
 from scalgraph.trace import patterns
 from scalgraph.trace.forward import ReplayContext
 
@@ -100,7 +106,7 @@ def _dependences(ctx: ReplayContext) -> _Deps:
     partners = [m.send_evt[order]]
     sync_ev = [m.recv_evt]
     sync_group = [np.searchsorted(call_sorted[heads], calls)] if len(calls) else [np.zeros(0, np.int64)]
-    sync_coll = [np.zeros(len(calls), bool)]
+    sync_class = [np.zeros(len(calls), np.int8)]           # 0 receive, 1 collective, 2 one-sided
     base, ngroups = len(calls), len(heads)
     ev_region, ev_peer = ctx.flat.ev["region"], ctx.flat.ev["peer"]
     for ci in ctx.colls:
@@ -142,12 +148,21 @@ def _dependences(ctx: ReplayContext) -> _Deps:
         grp = np.where(awaits_all, all_group[:, None], np.where(awaits_root, root_group[:, None], -1))
         sync_ev.append(ends[valid])
         sync_group.append(grp[valid])
-        sync_coll.append(np.ones(int(valid.sum()), bool))
+        sync_class.append(np.ones(int(valid.sum()), np.int8))
+    for evs, grp, parts in _rma_dependences(ctx):
+        partners.append(parts[0])
+        gstart.append(base + parts[1])
+        gstop.append(base + parts[2])
+        sync_ev.append(evs)
+        sync_group.append(ngroups + grp)
+        sync_class.append(np.full(len(evs), 2, np.int8))
+        base += len(parts[0])
+        ngroups += len(parts[1])
     sync = np.concatenate(sync_ev).astype(np.int64)
     group = np.concatenate(sync_group).astype(np.int64)
-    is_coll = np.concatenate(sync_coll)
+    klass = np.concatenate(sync_class)
     order = np.argsort(sync, kind="stable")
-    sync, group, is_coll = sync[order], group[order], is_coll[order]
+    sync, group, klass = sync[order], group[order], klass[order]
     gstart_a, gstop_a = np.concatenate(gstart).astype(np.int64), np.concatenate(gstop).astype(np.int64)
     partner = np.concatenate(partners).astype(np.int64)
     entry = owner[sync]
@@ -162,12 +177,67 @@ def _dependences(ctx: ReplayContext) -> _Deps:
     ready = np.where(waited, latest, t_entry)
     own = np.maximum(t[sync] - ready, 0.0)
     transfer = own.copy()
-    for sel in (~is_coll, is_coll):
+    for sel in (klass == 0, klass == 1, klass == 2):
         seen = sel & waited
         if seen.any():
             early = sel & ~waited
             transfer[early] = np.minimum(own[early], float(np.median(own[seen])))
     return _Deps(sync, entry, group, gstart_a, gstop_a, partner, own, transfer)
+
+
+def _rma_dependences(ctx: ReplayContext) -> list[tuple]:
+    """One-sided synchronisation as partner groups: (synchronising events, their group, (partners,
+    group starts, group stops) with positions local to these partners).  The end (EXIT) of every
+    MPI_Win_fence awaits the entries of that fence instance on all ranks (the k-th fence of each rank
+    on a window); MPI_Win_start and MPI_Win_complete of an access epoch await the MPI_Win_post of
+    every exposure epoch they access (Late Post), MPI_Win_wait of an exposure epoch awaits the
+    MPI_Win_complete of every access epoch accessing it (Early Wait).  Locks stay local."""
+    from scalgraph.trace import rma_epochs as re_
+    kind = ctx.flat.ev["kind"]
+    if not ((kind >= tm.RMA_PUT) & (kind <= tm.RMA_SYNC)).any():
+        return []
+    tb = re_.tables(ctx, {})
+    exit_of = ctx.nest.partner
+    out = []
+    fence = np.flatnonzero(tb.call_code == re_.FENCE)
+    if len(fence):
+        op = tb.call_op[fence]
+        key_rank = ctx.flat.rank[op].astype(np.int64) * (len(tb.wins) + 1) + tb.call_win[fence]
+        order = np.lexsort((op, key_rank))
+        ks = key_rank[order]
+        heads = np.r_[True, ks[1:] != ks[:-1]]
+        ordinal = np.arange(len(ks)) - np.maximum.accumulate(np.where(heads, np.arange(len(ks)), 0))
+        inst = tb.call_win[fence][order] * (len(fence) + 1) + ordinal      # (window, k-th fence)
+        by = np.argsort(inst, kind="stable")
+        inst_s = inst[by]
+        ih = np.flatnonzero(np.r_[True, inst_s[1:] != inst_s[:-1]])
+        parts = op[order][by]
+        grp = np.empty(len(fence), np.int64)
+        grp[by] = np.cumsum(np.r_[True, inst_s[1:] != inst_s[:-1]]) - 1
+        ends = exit_of[op[order]]
+        ok = ends >= 0
+        out.append((ends[ok], grp[ok], (parts, ih, np.r_[ih[1:], len(parts)])))
+    acc, exp = tb.access, tb.exposure
+    if len(tb.pair_access):
+        # Late Post: an access epoch's start and complete await the posts of its exposure epochs
+        by = np.argsort(tb.pair_access, kind="stable")
+        pa = tb.pair_access[by]
+        heads = np.flatnonzero(np.r_[True, pa[1:] != pa[:-1]])
+        parts = exp.first[tb.pair_exposure[by]]
+        epochs = pa[heads]
+        evs = np.r_[exit_of[acc.first[epochs]], exit_of[acc.last[epochs]]]
+        grp = np.r_[np.arange(len(epochs)), np.arange(len(epochs))]
+        ok = evs >= 0
+        out.append((evs[ok], grp[ok], (parts, heads, np.r_[heads[1:], len(parts)])))
+        # Early Wait: an exposure epoch's wait awaits the completes of the access epochs accessing it
+        by = np.argsort(tb.pair_exposure, kind="stable")
+        px = tb.pair_exposure[by]
+        heads = np.flatnonzero(np.r_[True, px[1:] != px[:-1]])
+        parts = acc.last[tb.pair_access[by]]
+        evs = exit_of[exp.last[px[heads]]]
+        ok = evs >= 0
+        out.append((evs[ok], np.arange(len(heads))[ok], (parts, heads, np.r_[heads[1:], len(parts)])))
+    return out
 
 
 def _first_valid(a: np.ndarray) -> np.ndarray:
