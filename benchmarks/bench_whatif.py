@@ -1,19 +1,20 @@
 """What-if checked against the real fix: for each sample with a planted cause, the gain scalgraph
 predicts for fixing it next to the gain measured by running the fixed program.
 
-Per sample: build it once with the compile wrapper; `scalgraph run -n 2,4,8 --repeat K` the program as
-it is (plain and, with --modes trace, traced), and again with SAMPLE_FIXED=1 in the environment (every
-sample with a planted cause skips it then; samples/README.md).  The measured gain at p is the median
-wall time of the broken runs minus the median of the fixed runs; the predicted gain is the `whatif`
-of the root cause `scalgraph detect --json` (profile mode) or `scalgraph trace --json` (trace mode,
-largest traced scale's run directory) reports on the planted lines.  A prediction is good when it is
-within 15 % of the measured gain or within 3 % of the run time, whichever is larger (issue 14).
+Per sample: build it once with the compile wrapper; K times (--repeat K) `scalgraph run -n 2,4,8` the
+program as it is (plain and, with --modes trace, traced), then again with SAMPLE_FIXED=1 in the
+environment (every sample with a planted cause skips it then; samples/README.md).  The measured gain
+at p is the median wall time of the broken runs minus the median of the fixed runs; the predicted gain
+is the median over the K broken runs of the `whatif` of the root cause `scalgraph detect --json`
+(profile mode) or `scalgraph trace --json EXP` (trace mode: diagnosed at the largest traced scale,
+re-timed at each) reports on the planted lines.  A prediction is good when it is within 15 % of the measured gain or within 3 % of the run
+time, whichever is larger (issue 14).  The control (`balanced`, no planted cause) is run broken only:
+its prediction is the largest gain of any cause reported, good when none is.
 
     .venv/bin/python benchmarks/bench_whatif.py                      # all samples, 3 repetitions
     .venv/bin/python benchmarks/bench_whatif.py --samples cg --repeat 1 --modes profile
 
-Both variants run at every scale in one sitting, alternating, so the machine's load changes them
-alike; a loaded machine still widens the error (the measured gain is a difference of two noisy
+The two variants alternate, one repetition each, so the machine's load changes them alike; a loaded machine still widens the error (the measured gain is a difference of two noisy
 times): read the figures from a quiet machine.
 """
 from __future__ import annotations
@@ -29,7 +30,7 @@ import sys
 import tempfile
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-SAMPLES = ["cg", "stencil2d", "sweep", "zeusmp", "masterworker", "rma"]
+SAMPLES = ["cg", "stencil2d", "sweep", "zeusmp", "masterworker", "rma", "balanced"]
 WRAPPER = {".c": "sgcc", ".cpp": "sgcxx", ".f90": "sgfort"}
 
 
@@ -55,22 +56,18 @@ def scalgraph(*args: str, cwd: pathlib.Path, env: dict | None = None) -> subproc
                           env=env, timeout=3600)
 
 
-def run(exe: pathlib.Path, exp: pathlib.Path, scales: str, repeat: int, fixed: bool, trace: bool) -> dict[int, float]:
+def run(exe: pathlib.Path, exp: pathlib.Path, scales: str, fixed: bool, trace: bool) -> dict[int, float]:
+    """One run of the program at every scale (the broken or the fixed variant): wall time per scale."""
     env = dict(os.environ)
     env.pop("SAMPLE_FIXED", None)
     if fixed:
         env["SAMPLE_FIXED"] = "1"
-    args = ["run", "-n", scales, "--repeat", str(repeat), "-o", str(exp), *(["--trace"] if trace else []),
-            "--", str(exe)]
+    args = ["run", "-n", scales, "-o", str(exp), *(["--trace"] if trace else []), "--", str(exe)]
     res = scalgraph(*args, cwd=exe.parent, env=env)
     if res.returncode != 0:
         raise RuntimeError(f"scalgraph run failed for {exe.name}: {res.stderr.strip().splitlines()[-1:]}")
     runs = json.loads((exp / "experiment.json").read_text())["runs"]
-    walls: dict[int, list[float]] = {}
-    for r in runs:
-        if r.get("status") == "ok":
-            walls.setdefault(int(r["scale"]), []).append(float(r["wall_time"]))
-    return {p: statistics.median(w) for p, w in walls.items()}
+    return {int(r["scale"]): float(r["wall_time"]) for r in runs if r.get("status") == "ok"}
 
 
 def on_planted(cause: dict, rc: dict) -> bool:
@@ -80,31 +77,44 @@ def on_planted(cause: dict, rc: dict) -> bool:
             and rc["lines"][0] <= int(line) <= rc["lines"][-1])
 
 
-def predicted_profile(exp: pathlib.Path, rc: dict) -> dict[int, float] | None:
+def predicted_profile(exp: pathlib.Path, rc: dict | None) -> dict[int, float] | None:
+    """The gain detect predicts per scale for the cause on the planted lines; for the control (rc
+    None) the largest gain of any cause it reports, 0 when it reports none."""
     res = scalgraph("detect", "--json", str(exp), cwd=exp.parent)
-    causes = json.loads(res.stdout).get("root_causes", []) if res.returncode == 0 else []
+    try:                        # a sample run at one scale (rma) exits non-zero after its JSON
+        out = json.loads(res.stdout)
+    except ValueError:
+        return None
+    causes = out.get("root_causes", [])
+    if rc is None:
+        gains = [{int(p): g for p, g in c["whatif"]["gain"].items()} for c in causes if c.get("whatif")]
+        return {int(p): max([g.get(int(p), 0.0) for g in gains], default=0.0) for p in out.get("scales", [])}
     for c in causes:
         if on_planted(c, rc) and c.get("whatif"):
             return {int(p): g for p, g in c["whatif"]["gain"].items()}
     return None
 
 
-def predicted_trace(exp: pathlib.Path, rc: dict) -> dict[int, float] | None:
-    """Trace mode: each traced scale's `scalgraph trace --json` verdict cause on the planted lines."""
-    out = {}
-    for d in sorted(exp.glob("scale-*")):
-        p = int(d.name.split("-")[1])
-        res = scalgraph("trace", "--json", str(d / "rep-0"), cwd=exp.parent)
-        if res.returncode != 0:
-            continue
-        for c in json.loads(res.stdout).get("root_causes", []):
-            if on_planted(c, rc) and c.get("whatif"):
-                out[p] = float(c["whatif"]["gain"])
-                break
-    return out or None
+def predicted_trace(exp: pathlib.Path, rc: dict | None) -> dict[int, float] | None:
+    """Trace mode: `scalgraph trace --json EXP` diagnoses the largest traced scale and re-times every
+    traced scale with the cause on the planted lines fixed (whatif.by_scale); the control: the
+    largest gain of any verdict cause, 0 when there is none."""
+    res = scalgraph("trace", "--json", str(exp), cwd=exp.parent)
+    if res.returncode != 0:
+        return None
+    causes = [c for c in json.loads(res.stdout).get("root_causes", []) if c.get("whatif")]
+    if rc is None:
+        scales = [int(d.name.split("-")[1]) for d in exp.glob("scale-*")]
+        return {p: max((float(c["whatif"].get("by_scale", {}).get(str(p), {}).get("gain", 0.0)) for c in causes),
+                       default=0.0) for p in scales}
+    for c in causes:
+        if on_planted(c, rc):
+            return {int(p): float(v["gain"]) for p, v in c["whatif"].get("by_scale", {}).items()}
+    return None
 
 
 def verdict(pred: float | None, meas: float, run_time: float) -> str:
+    """ok within 15 % of the measured gain or 3 % of the run time (the control: its measured gain is 0)."""
     if pred is None:
         return "no prediction"
     tol = max(0.15 * abs(meas), 0.03 * run_time)
@@ -118,29 +128,44 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--modes", default="profile,trace", metavar="M,M", help="profile, trace (default both)")
     ap.add_argument("--json-out", metavar="FILE")
+    ap.add_argument("--work", metavar="DIR", help="keep the builds and experiments in DIR (default: a temporary "
+                    "directory, removed at the end)")
     args = ap.parse_args(argv)
     modes = args.modes.split(",")
     rows = []
     with tempfile.TemporaryDirectory(prefix="sg-whatif-") as tmp:
         for name in args.samples.split(","):
-            work = pathlib.Path(tmp) / name
-            work.mkdir()
+            work = pathlib.Path(args.work or tmp) / name
+            work.mkdir(parents=True, exist_ok=bool(args.work))
             exe = build(name, work)
             rc = expected(name)["root_cause"]
+            asked = [int(x) for x in args.scales.split(",")]
+            scales = ",".join(str(p) for p in asked if p in expected(name)["scales"]) or args.scales
             for mode in modes:
                 trace = mode == "trace"
-                broken = run(exe, work / f"{mode}-broken", args.scales, args.repeat, False, trace)
-                fixed = run(exe, work / f"{mode}-fixed", args.scales, args.repeat, True, trace)
-                pred = (predicted_trace if trace else predicted_profile)(work / f"{mode}-broken", rc) or {}
-                for p in sorted(broken):
-                    meas = broken[p] - fixed.get(p, float("nan"))
-                    rows.append({"sample": name, "mode": mode, "p": p, "run_time": broken[p],
-                                 "measured_gain": meas, "predicted_gain": pred.get(p),
-                                 "verdict": verdict(pred.get(p), meas, broken[p])})
-                    r = rows[-1]
-                    pg = "-" if r["predicted_gain"] is None else f"{r['predicted_gain']:.3f}"
-                    print(f"{name:13s} {mode:8s} p={p:<3d} run {broken[p]:7.3f} s  measured gain {meas:7.3f} s  "
-                          f"predicted {pg:>7s} s  {r['verdict']}", flush=True)
+                walls: dict[bool, dict[int, list[float]]] = {False: {}, True: {}}
+                preds: dict[int, list[float]] = {}
+                # the variants alternate, one repetition each, so a change of the machine's load
+                # between them moves both alike; the control has no fixed variant
+                for k in range(args.repeat):
+                    for fixed in ((False, True) if rc else (False,)):
+                        exp = work / f"{mode}-{'fixed' if fixed else 'broken'}-{k}"
+                        for p, w in run(exe, exp, scales, fixed, trace).items():
+                            walls[fixed].setdefault(p, []).append(w)
+                        if not fixed:
+                            for p, g in ((predicted_trace if trace else predicted_profile)(exp, rc) or {}).items():
+                                preds.setdefault(p, []).append(g)
+                for p in sorted(walls[False]):
+                    broken = statistics.median(walls[False][p])
+                    meas = broken - statistics.median(walls[True][p]) if rc else 0.0
+                    pred = statistics.median(preds[p]) if preds.get(p) else None
+                    rows.append({"sample": name, "mode": mode, "p": p, "run_time": broken,
+                                 "measured_gain": meas, "predicted_gain": pred,
+                                 "repetitions": len(walls[False][p]), "predictions": preds.get(p, []),
+                                 "verdict": verdict(pred, meas, broken)})
+                    pg = "-" if pred is None else f"{pred:.3f}"
+                    print(f"{name:13s} {mode:8s} p={p:<3d} run {broken:7.3f} s  measured gain {meas:7.3f} s  "
+                          f"predicted {pg:>7s} s  {rows[-1]['verdict']}", flush=True)
     good = sum(r["verdict"] == "ok" for r in rows)
     print(f"{good} of {len(rows)} predictions within 15 % of the measured gain (or 3 % of the run time)")
     if args.json_out:
