@@ -37,9 +37,9 @@ def leave(t, reg):
     return (t, tm.EXIT, reg, -1, -1)
 
 
-def team_op(t0, t1, reg, root=-1):
+def team_op(t0, t1, reg, root=-1, comm=TEAM):
     """ENTER .. COLL_BEGIN COLL_END EXIT of a team collective from t0 to t1."""
-    return [enter(t0, reg), (t0, tm.COLL_BEGIN, -1, -1, TEAM), (t1, tm.COLL_END, -1, root, TEAM), leave(t1, reg)]
+    return [enter(t0, reg), (t0, tm.COLL_BEGIN, -1, -1, comm), (t1, tm.COLL_END, -1, root, comm), leave(t1, reg)]
 
 
 def analyse(master, worker):
@@ -138,3 +138,82 @@ def test_mpi_only_traces_have_no_openmp_waits():
     fwd = forward.forward_replay(forward.build_context(trace))
     for key in ("omp", "omp_barrier", "omp_lock_contention", "omp_idle_threads"):
         assert fwd.cube[patterns.PATTERN_INDEX[key]].sum() == 0.0
+
+
+# --- property: random hybrid traces ----------------------------------------------------------------
+
+ALLREDUCE = tm.Region("MPI_Allreduce", "MPI", 20)
+
+
+def random_hybrid(seed: int):
+    """R ranks x T threads, K iterations of: a parallel region with B barriers (random work per thread
+    before each), the master's serial work, an MPI_Allreduce of the masters.  Returns the trace and
+    the barrier waits simulated ((location, seconds) per barrier and thread)."""
+    rng = np.random.default_rng(seed)
+    nr, nt, k_iter = int(rng.integers(1, 3)), int(rng.integers(2, 4)), int(rng.integers(1, 4))
+    regions = REGIONS + [ALLREDUCE]
+    red = len(REGIONS)
+    loc = lambda r, t: r if t == 0 else nr + r * (nt - 1) + (t - 1)  # noqa: E731
+    rows = {(r, t): [] for r in range(nr) for t in range(nt)}
+    expect = []
+    now = [0.0] * nr
+    idle_from = {(r, t): 0.0 for r in range(nr) for t in range(1, nt)}
+    for r in range(nr):
+        rows[(r, 0)].append(enter(0.0, MAIN))
+    for _ in range(k_iter):
+        for r in range(nr):
+            f = now[r]
+            rows[(r, 0)] += team_op(f, f, FORK, root=r, comm=TEAM + r)
+            for t in range(1, nt):
+                rows[(r, t)] += team_op(idle_from[(r, t)], f, FORK, root=r, comm=TEAM + r)
+            cur = f
+            for t in range(nt):
+                rows[(r, t)].append(enter(f, PAR))
+            for b in range(int(rng.integers(1, 3))):
+                arrive = {t: cur + float(rng.uniform(0.1, 2.0)) for t in range(nt)}
+                done = max(arrive.values())
+                for t in range(nt):
+                    rows[(r, t)] += [enter(cur, WORK), leave(arrive[t], WORK)]
+                    rows[(r, t)] += [(arrive[t], tm.ENTER, BAR, -1, -1), (arrive[t], tm.COLL_BEGIN, -1, -1, TEAM + r),
+                                     (done, tm.COLL_END, -1, -1, TEAM + r), (done, tm.EXIT, BAR, -1, -1)]
+                    expect.append((loc(r, t), done - arrive[t]))
+                cur = done
+            for t in range(nt):
+                rows[(r, t)].append(leave(cur, PAR))
+                if t:
+                    idle_from[(r, t)] = cur
+            serial_end = cur + float(rng.uniform(0.0, 1.5))
+            rows[(r, 0)] += [enter(cur, SERIAL), leave(serial_end, SERIAL)]
+            now[r] = serial_end
+        if nr > 1:
+            out = max(now) + 0.01
+            for r in range(nr):
+                rows[(r, 0)] += [enter(now[r], red), (now[r], tm.COLL_BEGIN, -1, -1, 0),
+                                 (out, tm.COLL_END, -1, -1, 0), leave(out, red)]
+                now[r] = out
+    for r in range(nr):
+        rows[(r, 0)].append(leave(now[r] + 0.1, MAIN))
+    order = [(r, 0) for r in range(nr)] + [(r, t) for r in range(nr) for t in range(1, nt)]
+    evs = [events(rows[key]) for key in order]
+    for (r, t), ev in zip(order, evs):       # the allreduce sends and receives 8 bytes
+        ev["bytes_recv"][ev["kind"] == tm.COLL_END] = 8
+        ev["bytes"][(ev["kind"] == tm.COLL_END) & (ev["comm"] == 0)] = 8
+    comms = {TEAM + r: [loc(r, t) for t in range(nt)] for r in range(nr)}
+    comms[0] = list(range(nr))
+    trace = tm.Trace(regions=regions, comms=comms, events=evs, locations=order)
+    return trace, expect
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_random_hybrid_traces_conserve_waiting(seed):
+    """Barrier waits are what the simulation made them; the delay costs plus what no cause explains
+    add up to all the waiting with a causer (barrier, idle, MPI), whatever the mix."""
+    trace, expect = random_hybrid(seed)
+    fwd = forward.forward_replay(forward.build_context(trace))
+    got = sorted((int(w["rank"]), round(float(w["wait"]), 9)) for w in fwd.waits
+                 if w["pattern"] == patterns.PATTERN_INDEX["omp_barrier"])
+    assert got == sorted((r, round(x, 9)) for r, x in expect if x > 0)
+    dl = delay.delay_analysis(fwd)
+    waiting = float(dl.waits["wait"].sum())
+    assert dl.total + dl.unexplained == pytest.approx(waiting, rel=1e-9, abs=1e-9)
+    assert np.all(dl.short_term >= -1e-12) and np.all(dl.long_term >= -1e-12)
