@@ -490,6 +490,8 @@ SUBPROCESS_CASES = [
     ("sgcc-output-is-a-fifo", ["sgcc", "-c", "-o", "fifo", "prog.c"], "not a regular file"),
     ("sgcc-output-is-a-directory", ["sgcc", "-o", "fifoexp", "prog.c"], "not a regular file"),
     ("scalgraph-psg-fifo", ["scalgraph", "psg", "fifo"], "FIFO"),
+    ("sgcc-implied-object-is-a-fifo", ["sgcc", "-c", "other.c"], "the output other.o is a FIFO"),
+    ("sgcc-implied-executable-is-a-directory", ["sgcc", "prog.c"], "the output a.out is a directory"),
     ("sgcc-response-file-fifo", ["sgcc", "@fifo", "prog.c"], "FIFO"),
     ("sgcc-response-file-directory", ["sgcc", "@fifoexp", "prog.c"], "directory"),
     ("sgcc-response-file-device", ["sgcc", "@/dev/zero", "prog.c"], "character device"),
@@ -507,6 +509,9 @@ def test_bad_input_as_a_user_starts_it(name, argv, fragment, tmp_path):
     os.mkfifo(tmp_path / "fifo")
     (tmp_path / "fifoexp").mkdir()
     os.mkfifo(tmp_path / "fifoexp" / "experiment.json")
+    (tmp_path / "other.c").write_text("int other(void) { return 1; }\n")
+    os.mkfifo(tmp_path / "other.o")
+    (tmp_path / "a.out").mkdir()
     (tmp_path / "quote.rsp").write_text('-O2 "-DNAME=unclosed\n')
     (tmp_path / "self.rsp").write_text("-O2 @self.rsp\n")
     (tmp_path / "out.rsp").write_text("-o prog.c prog.c\n")

@@ -71,7 +71,9 @@ def build(lang: str, argv: list[str]) -> int:
     argv = map_opt_levels(expand_response_files(argv))
     inv = parse_args(argv)
     if inv.mode in ("link", "compile"):
-        check_outputs(inv.output, [s.path for s in inv.sources] + inv.link_inputs, PROGRAM_NAMES[lang])
+        for out in output_names(inv):
+            check_outputs(out, [s.path for s in inv.sources] + inv.link_inputs, PROGRAM_NAMES[lang],
+                          given=inv.output is not None)
     tc = find_toolchain(lang)
     if inv.mode == "show":
         print(shlex.join(show_command(tc, argv)))
@@ -87,7 +89,7 @@ def build(lang: str, argv: list[str]) -> int:
         parts: dict[str, dict] = {}          # object -> its PSG part, for the objects made here
         for i, src in enumerate(inv.sources):
             if inv.mode == "compile":
-                out = inv.output or Path(src.path).with_suffix(".o").name
+                out = inv.output or object_name(src.path)
             else:
                 out = os.path.join(tmp, f"{i}-{Path(src.path).stem}.o")
             rc = compile_source(tc, inv, src, out, tmp, instrument, max_depth, parts)
@@ -97,6 +99,19 @@ def build(lang: str, argv: list[str]) -> int:
         if inv.mode == "compile":
             return 0
         return link(tc, inv, objects, tmp, instrument, max_depth, parts)
+
+
+def output_names(inv: Invocation) -> list[str]:
+    """What this call writes: -o, else a.out for a link, else each source's .o in the current directory."""
+    if inv.output:
+        return [inv.output]
+    if inv.mode == "compile":
+        return [object_name(src.path) for src in inv.sources]
+    return ["a.out"]
+
+
+def object_name(source: str) -> str:
+    return Path(source).with_suffix(".o").name
 
 
 def max_loop_depth() -> int:

@@ -35,27 +35,28 @@ def _same_file(a: str, b: str) -> bool:
         return os.path.realpath(a) == os.path.realpath(b)
 
 
-def check_outputs(output: str | None, inputs: list[str], prog: str) -> None:
-    """Refuse an output that would overwrite one of the inputs or a source file (before anything runs)."""
+def check_outputs(output: str | None, inputs: list[str], prog: str, given: bool = True) -> None:
+    """Refuse an output that would overwrite one of the inputs or a source file, or that cannot be
+    written without harm (before anything runs).  `given`: named by -o, not implied (a.out, x.o)."""
     if not output or output == "-":
         return
     from scalgraph.static.args import language_of
+    what = f"-o {output}" if given else f"the output {output}"
     try:
         st = os.stat(output)
     except OSError:
         st = None
     if st is not None and not (stat.S_ISREG(st.st_mode) or stat.S_ISCHR(st.st_mode)):
-        # a character device (/dev/null of configure probes) is written through; anything else that is
-        # not a regular file would be replaced by the final rename (a directory, a FIFO) or damaged
-        # (a block device)
-        raise UserError(f"-o {output} is {file_kind(st.st_mode)}, not a regular file; give a file name "
+        # a character device (/dev/null of configure probes) is written through; a directory cannot be,
+        # a FIFO would block the build until someone reads it, a block device would be overwritten
+        raise UserError(f"{what} is {file_kind(st.st_mode)}, not a regular file; give a file name with -o "
                         "(or -o /dev/null to discard the output)")
     for path in inputs:
         if _same_file(output, path):
-            raise UserError(f"-o {output} is also an input file: the build would replace it; give another -o "
+            raise UserError(f"{what} is also an input file: the build would replace it; give another -o "
                             "(mpicc refuses this too)")
     if language_of(output) in ("c", "c++", "fortran") or output.endswith(HEADER_SUFFIXES):
-        raise UserError(f"-o {output} names a source file: the build would overwrite it with compiled code; "
+        raise UserError(f"{what} names a source file: the build would overwrite it with compiled code; "
                         "give the output another name (e.g. -o app)")
 
 
