@@ -9,6 +9,14 @@ The "block" rows read one quarter of the ranks, as one of 4 parallel-replay proc
 
     .venv/bin/python benchmarks/bench_otf2_read.py                     # 10^6 events, 16 ranks
     .venv/bin/python benchmarks/bench_otf2_read.py --events 3200000 --ranks 64
+    .venv/bin/python benchmarks/bench_otf2_read.py --analyse          # also the whole `scalgraph trace`
+
+--analyse also runs the whole analysis, `scalgraph trace traces.otf2` (text; with --json too when
+--json-output is given), in a fresh process each: wall and CPU seconds from the start of the
+command (imports done) to its end, events/s of both, and the peak resident memory over the
+interpreter's (imports done, no trace), per event.  Then one more process times each phase in CPU
+seconds (read, validation, clock correction, replay, delay costs, critical path, report, what-if,
+text), which says where the time goes.
 """
 from __future__ import annotations
 
@@ -59,6 +67,65 @@ print(json.dumps({"seconds": seconds, "events": events, "rss_growth": peak[0] - 
 """
 
 
+ANALYSE = r"""
+import contextlib, json, os, resource, sys, time
+from scalgraph import cli
+from scalgraph.commands import trace as _cmd                              # noqa: F401
+from scalgraph.trace import clock, critical_path, delay, forward, report, retime, validate  # noqa: F401
+from scalgraph.io import otf2_native, trace_otf2, trace_read              # noqa: F401
+otf2_native.library()
+import otf2, _otf2                                                         # noqa: F401
+path, extra = sys.argv[1], sys.argv[2:]
+page = os.sysconf("SC_PAGE_SIZE")
+with open("/proc/self/statm") as f:
+    base = int(f.read().split()[1]) * page
+w, c = time.perf_counter(), time.process_time()
+with open(os.devnull, "w") as sink, contextlib.redirect_stdout(sink):
+    rc = cli.main(["trace", path] + extra)
+wall, cpu = time.perf_counter() - w, time.process_time() - c
+peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+print(json.dumps({"rc": rc, "wall": wall, "cpu": cpu, "base": base, "peak": peak}))
+"""
+
+PHASES = r"""
+import io, json, sys, time
+from scalgraph.io.trace_read import read_trace
+from scalgraph.trace import critical_path, delay, forward, report, retime, validate
+from scalgraph.trace.clock import ClockParams, correct_clocks
+rows = []
+def phase(name, f):
+    c = time.process_time()
+    out = f()
+    rows.append((name, time.process_time() - c))
+    return out
+tr = phase("read", lambda: read_trace(sys.argv[1], validate=False))
+phase("validate", lambda: validate.check_trace(tr))
+tr2, rep = phase("clock correction", lambda: correct_clocks(tr, ClockParams()))
+ctx = phase("replay context", lambda: forward.build_context(tr2))
+fwd = phase("forward replay", lambda: forward.forward_replay(ctx))
+dl = phase("delay costs", lambda: delay.delay_analysis(fwd, delay.DelayOptions()))
+cp = phase("critical path", lambda: critical_path.critical_path(fwd))
+res = phase("report", lambda: report.build_report(fwd, dl, cp, top=10, clock=rep.summary(),
+                                                  clock_correction=rep.as_dict()))
+phase("what-if", lambda: retime.add_whatif(res["root_causes"], fwd, None))
+lim = phase("report.limited", lambda: report.limited(res, 10))
+phase("text", lambda: report.write_text(lim, io.StringIO()))
+print(json.dumps(rows))
+"""
+
+
+def analyse_in_child(path: str, extra: list[str]) -> dict:
+    out = subprocess.run([sys.executable, "-c", ANALYSE, path, *extra], capture_output=True, text=True,
+                         check=True, cwd=pathlib.Path(__file__).resolve().parent.parent)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def phases_in_child(path: str) -> list:
+    out = subprocess.run([sys.executable, "-c", PHASES, path], capture_output=True, text=True,
+                         check=True, cwd=pathlib.Path(__file__).resolve().parent.parent)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
 def read_in_child(path: str, lo: int = -1, hi: int = -1) -> dict:
     out = subprocess.run([sys.executable, "-c", CHILD, path, str(lo), str(hi)], capture_output=True, text=True,
                          check=True, cwd=pathlib.Path(__file__).resolve().parent.parent)
@@ -70,6 +137,8 @@ def main(argv=None) -> int:
     ap.add_argument("--events", type=int, default=1_000_000)
     ap.add_argument("--ranks", type=int, default=16)
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--analyse", action="store_true", help="also time the whole `scalgraph trace` on the OTF2 archive")
+    ap.add_argument("--json-output", action="store_true", help="with --analyse: also `scalgraph trace --json`")
     args = ap.parse_args(argv)
     from bench_replay import synthetic_trace
     from scalgraph.io.trace_read import write_trace
@@ -103,6 +172,21 @@ def main(argv=None) -> int:
                 held = runs[0]["held"] / max(ev, 1)
                 print(f"{label:<22}{ev:>10}{sec:>9.3f}{ev / sec:>13,.0f}{peak:>11.1f}{held:>11.1f}"
                       f"{sizes[fmt] / n:>11.1f}")
+        if args.analyse:
+            print(f"whole analysis of the OTF2 archive, medians of {args.repeat} runs, each in a fresh process")
+            print(f"{'command':<32}{'wall s':>8}{'events/s':>12}{'CPU s':>8}{'events/s':>12}{'peak MB':>9}"
+                  f"{'B/ev':>7}")
+            for label, extra in (("scalgraph trace", []), ("scalgraph trace --json", ["--json"]))[:1 + args.json_output]:
+                runs = [analyse_in_child(paths["otf2"], extra) for _ in range(args.repeat)]
+                wall = statistics.median(r["wall"] for r in runs)
+                cpu = statistics.median(r["cpu"] for r in runs)
+                peak = statistics.median(r["peak"] for r in runs)
+                grow = statistics.median(r["peak"] - r["base"] for r in runs)
+                print(f"{label:<32}{wall:>8.2f}{n / wall:>12,.0f}{cpu:>8.2f}{n / cpu:>12,.0f}{peak / 2**20:>9.0f}"
+                      f"{grow / n:>7.0f}")
+            rows = phases_in_child(paths["otf2"])
+            print("CPU seconds per phase: " + ", ".join(f"{name} {sec:.2f}" for name, sec in rows)
+                  + f"; total {sum(sec for _, sec in rows):.2f}")
     return 0
 
 
