@@ -217,3 +217,27 @@ def test_a_rooted_collective_does_not_hide_the_work_that_made_a_non_root_late():
     assert [c["callpaths"] for c in rep["root_causes"]][:1] == [["extra"]]
     assert rep["root_causes"][0]["rank"] == 1
     assert rep["root_causes"][0]["seconds"] == pytest.approx(2.0 * 3, rel=0.02)   # 2 ranks x 1 s x 3
+
+
+def test_a_busy_machine_stretches_the_cause_and_the_run_alike():
+    """8 ranks, a run that other jobs slowed to 16 s (128 rank-seconds).  Rank 1's 0.4 s loop (vertex
+    0) took 5 s of its time: as thread-CPU it is below 5 % of the run (0.8 s), stretched it is far
+    above, and the others waited 31.5 s for it.  The balanced kernel (vertex 1) has a rank with 15 %
+    more thread-CPU, stretched to 1.2 s, and 5 s of delay cost: below the 1.3x ratio, no cause."""
+    cost, wall = np.zeros((2, 8)), np.zeros((2, 8))
+    cost[0, 1], wall[0, 1] = 31.5, 5.0
+    cost[1, 3], wall[1] = 5.0, 8.0
+    wall[1, 3] = 9.2
+    cpu = np.zeros((8, 2))
+    cpu[1, 0] = 0.4
+    cpu[:, 1] = 2.0
+    cpu[3, 1] = 2.3
+    got = V.verdict(cost, wall, np.array([False, False]), where(("a.c", 10, 0), ("a.c", 20, 1)),
+                    ["main/loop", "main/kernel"], total_time=128.0, cpu=V.CpuEvidence(cpu))
+    assert [(e["line"], e["rank"]) for e in got] == [(10, 1)]
+    assert got[0]["seconds"] == pytest.approx(31.5)
+    # the same loop that made nobody wait (its waiting below 5 % of one rank's run) is no cause
+    quiet = cost.copy()
+    quiet[0, 1] = 0.5
+    assert V.verdict(quiet, wall, np.array([False, False]), where(("a.c", 10, 0), ("a.c", 20, 1)),
+                     ["main/loop", "main/kernel"], total_time=128.0, cpu=V.CpuEvidence(cpu)) == []

@@ -17,7 +17,9 @@ paths that satisfy both:
     (a 0.4 s loop in a 6.6 s 8-rank run caused 3.5 % of the total time).  Stretched, because the run
     time it is compared with is stretched by the same time-sharing: a 0.4 s loop in a run that
     other jobs slowed to 16 s at 8 ranks took 5 s of its rank's time, and compared as thread-CPU it
-    fell below 5 % of the run only because the machine was busy.  The ratio keeps a balanced
+    fell below 5 % of the run only because the machine was busy.  And the waiting it explains (its
+    capped cost) must be at least `min_share` of one rank's run time: extra work nobody waited for
+    is no cause of waiting.  The ratio keeps a balanced
     kernel out: its ranks differ by 10-15 % of thread-CPU from cache and core sharing alone, which
     stretched can reach the floor.  Without a profile: its cost is at least `min_share` of the
     total time, the run time summed over the ranks (Scalasca's 100 %; delay costs are waiting time
@@ -149,7 +151,8 @@ def verdict(cost: np.ndarray, wall: np.ndarray, is_mpi: np.ndarray, where: list[
             continue
         if cpu is not None and w["vertex"] >= 0:
             at_vertex = np.flatnonzero(vertex == w["vertex"])
-            if abnormal_extra_work(int(w["vertex"]), wall[at_vertex].sum(axis=0), cpu.cpu) < floor / nranks:
+            if (abnormal_extra_work(int(w["vertex"]), wall[at_vertex].sum(axis=0), cpu.cpu) < floor / nranks
+                    or seconds < floor / nranks):
                 continue
         elif seconds < floor:
             continue
