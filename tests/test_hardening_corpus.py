@@ -537,6 +537,17 @@ def test_mpicc_pointing_at_sgcc_does_not_start_sgcc_again(tmp_path):
     assert res.returncode != 0 and "Traceback" not in res.stderr and len(res.stderr.strip().splitlines()) == 1
 
 
+def test_a_compiler_variable_pointing_at_sgcc_stops_at_once(tmp_path):
+    """SCALGRAPH_CC=sgcc makes the compiler sgcc itself: the first re-entry is refused, in one line
+    naming the variable kind, and nothing is built."""
+    (tmp_path / "prog.c").write_text("int main(void) { return 0; }\n")
+    res = _sub([str(BIN / "sgcc"), "-c", "prog.c"], tmp_path, env={"SCALGRAPH_CC": str(BIN / "sgcc")}, timeout=120)
+    lines = res.stderr.strip().splitlines()
+    assert res.returncode != 0 and "Traceback" not in res.stderr
+    assert len(lines) == 1 and "SCALGRAPH_CC" in lines[0], res.stderr
+    assert sorted(os.listdir(tmp_path)) == ["prog.c"]
+
+
 def test_control_characters_from_inputs_never_reach_the_terminal(tmp_path, capsys, base):
     """A region name that sets the terminal title and clears the screen is printed escaped."""
     work = tmp_path / "w"

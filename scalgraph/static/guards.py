@@ -103,9 +103,9 @@ def wrapper_guard(prog: str):
     """Refuse to run inside another of our wrapper calls; mark our children while we run."""
     outer = os.environ.get(GUARD)
     if outer:
-        raise UserError(f"{prog} was started by {outer}: an MPI wrapper variable (MPICC, MPICXX, MPIFC, "
-                        "SCALGRAPH_MPICC, ...) or a script points back at sgcc; set it to the real MPI wrapper, "
-                        "e.g. MPICC=mpicc")
+        raise UserError(f"{prog} was started by {outer}: an MPI wrapper or compiler variable (MPICC, MPICXX, "
+                        "MPIFC, SCALGRAPH_MPICC, SCALGRAPH_CC, MPICH_CC, ...) or a script points back at sgcc; set "
+                        "it to the real MPI wrapper or compiler, e.g. MPICC=mpicc")
     os.environ[GUARD] = f"{prog} (pid {os.getpid()})"
     try:
         yield
