@@ -56,8 +56,13 @@ def scalgraph(*args: str, cwd: pathlib.Path, env: dict | None = None) -> subproc
                           env=env, timeout=3600)
 
 
-def run(exe: pathlib.Path, exp: pathlib.Path, scales: str, fixed: bool, trace: bool) -> dict[int, float]:
-    """One run of the program at every scale (the broken or the fixed variant): wall time per scale."""
+def run(exe: pathlib.Path, exp: pathlib.Path, scales: str, fixed: bool, trace: bool,
+        reuse: bool = False) -> dict[int, float]:
+    """One run of the program at every scale (the broken or the fixed variant): wall time per scale.
+    `reuse`: an experiment already there (--work DIR --reuse) is read, not run again."""
+    if reuse and (exp / "experiment.json").is_file():
+        runs = json.loads((exp / "experiment.json").read_text())["runs"]
+        return {int(r["scale"]): float(r["wall_time"]) for r in runs if r.get("status") == "ok"}
     env = dict(os.environ)
     env.pop("SAMPLE_FIXED", None)
     if fixed:
@@ -130,6 +135,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json-out", metavar="FILE")
     ap.add_argument("--work", metavar="DIR", help="keep the builds and experiments in DIR (default: a temporary "
                     "directory, removed at the end)")
+    ap.add_argument("--reuse", action="store_true", help="with --work: analyse the experiments already in DIR "
+                    "again instead of running the programs (predictions from the current code, same runs)")
     args = ap.parse_args(argv)
     modes = args.modes.split(",")
     rows = []
@@ -137,7 +144,7 @@ def main(argv: list[str] | None = None) -> int:
         for name in args.samples.split(","):
             work = pathlib.Path(args.work or tmp) / name
             work.mkdir(parents=True, exist_ok=bool(args.work))
-            exe = build(name, work)
+            exe = work / name if args.reuse and (work / name).is_file() else build(name, work)
             rc = expected(name)["root_cause"]
             asked = [int(x) for x in args.scales.split(",")]
             scales = ",".join(str(p) for p in asked if p in expected(name)["scales"]) or args.scales
@@ -150,7 +157,7 @@ def main(argv: list[str] | None = None) -> int:
                 for k in range(args.repeat):
                     for fixed in ((False, True) if rc else (False,)):
                         exp = work / f"{mode}-{'fixed' if fixed else 'broken'}-{k}"
-                        for p, w in run(exe, exp, scales, fixed, trace).items():
+                        for p, w in run(exe, exp, scales, fixed, trace, args.reuse).items():
                             walls[fixed].setdefault(p, []).append(w)
                         if not fixed:
                             for p, g in ((predicted_trace if trace else predicted_profile)(exp, rc) or {}).items():
