@@ -8,6 +8,7 @@ causes (seed 000 §7).  Before threads were locations, hybrid_imbalance's trace 
 master sleeping at the barrier was charged to `main`."""
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import pathlib
@@ -154,3 +155,22 @@ def test_lock_contention_from_the_ompt_lock_callbacks(tmp_path):
     assert pattern(rep, "OpenMP Lock Contention") > 0.005, listing(rep)
     waits = [i for i in rep["instances"] if i["pattern"] == "OpenMP Lock Contention"]
     assert waits and max(waits, key=lambda i: i["seconds"])["causer"] == 0 and waits[0]["rank"] == 1
+
+
+def test_otf2_export_of_threads_reads_back_with_the_same_waits(traced):
+    """OpenMP threads are written as Score-P writes them (more CPU threads per process, the constructs'
+    regions); reading rebuilds the team synchronisation: same locations and events, same barrier waits,
+    the same first cause."""
+    require_tool(importlib.util.find_spec("otf2") is not None, "no otf2 (pip install otf2)")
+    from scalgraph.io.trace_read import read_trace, write_trace
+    out = traced("hybrid_imbalance")
+    run = out / "exp/scale-4/rep-0"
+    ours = read_trace(run / "trace.sgtrace")
+    write_trace(ours, out / "otf2/traces.otf2", "otf2")
+    back = read_trace(out / "otf2/traces.otf2")
+    assert back.locations == ours.locations
+    assert [len(e) for e in back.events] == [len(e) for e in ours.events]
+    a, b = (json.loads(scalgraph("trace", "--json", str(p), cwd=out).stdout)
+            for p in (run, out / "otf2/traces.otf2"))
+    assert pattern(b, "Wait at OpenMP Barrier") == pytest.approx(pattern(a, "Wait at OpenMP Barrier"), abs=1e-6)
+    assert b["root_causes"] and b["root_causes"][0]["line"] == a["root_causes"][0]["line"]

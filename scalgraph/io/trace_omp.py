@@ -357,8 +357,11 @@ def threads_from_regions(regions: list, events: list[np.ndarray], workers: list[
                 t_in = float(ev["time"][pe])
                 start = t_fork if k == 0 else min(idle_from[k], t_in)
                 end = t_fork if k == 0 else t_in
-                adds[k] += [(pe, start, ENTER, fork, -1, 0), (pe, start, COLL_BEGIN, -1, -1, 0),
-                            (pe, end, COLL_END, -1, r, int(k == 0)), (pe, end, EXIT, fork, -1, 0)]
+                at = pe
+                while k and at > 0 and ev["kind"][at - 1] == ENTER and ev["time"][at - 1] == t_in:
+                    at -= 1                        # a worker written with its call path: the fork goes before it
+                adds[k] += [(at, start, ENTER, fork, -1, 0), (at, start, COLL_BEGIN, -1, -1, 0),
+                            (at, end, COLL_END, -1, r, int(k == 0)), (at, end, EXIT, fork, -1, 0)]
                 for be, bx in bars:
                     adds[k] += [(be + 1, float(ev["time"][be]), COLL_BEGIN, -1, -1, 0),
                                 (bx, float(ev["time"][bx]), COLL_END, -1, -1, 0)]
@@ -409,7 +412,10 @@ def with_master_context(master: np.ndarray, worker: np.ndarray, par: np.ndarray,
             stack.pop()
     adds = []                                      # (position, time, kind, region)
     wt = worker["time"]
+    w_depth = np.cumsum((worker["kind"] == ENTER).astype(np.int64) - (worker["kind"] == EXIT))
     for (pe, px, bars), (we, wx, wbars) in zip(m_inst, w_inst):
+        if we > 0 and w_depth[we - 1] > 0:         # the worker has its call path already (our own OTF2)
+            continue
         t_in, t_out = float(wt[we]), float(wt[wx])
         for g in at_enter.get(pe, []):
             adds.append((we, t_in, ENTER, g))
@@ -426,3 +432,25 @@ def with_master_context(master: np.ndarray, worker: np.ndarray, par: np.ndarray,
     extra = make_events(len(pos))
     extra["time"], extra["kind"], extra["region"] = t, kind, reg
     return np.insert(worker, pos, extra)
+
+
+def as_scorep(trace):
+    """A trace with threads -> (the ranks' MPI threads without the team synchronisation, fork regions
+    and lock hand-overs; [(rank, thread, ENTER/EXIT events of the thread without its fork regions)]):
+    what Score-P records, from which threads_from_regions rebuilds the rest.  Lock hand-overs are
+    not kept (OTF2's ThreadAcquireLock records are not written)."""
+    from dataclasses import replace
+    from scalgraph.model.trace import ENTER, EXIT
+    fork = np.array([r.name.startswith("!$omp fork") for r in trace.regions] + [False])
+
+    def plain(ev, enter_exit_only):
+        reg = np.where(ev["region"] >= 0, ev["region"], len(fork) - 1)
+        keep = ~fork[reg] & (ev["comm"] < OMP_TEAM_BASE)
+        if enter_exit_only:
+            keep &= (ev["kind"] == ENTER) | (ev["kind"] == EXIT)
+        return ev[keep]
+    ranks = [i for i, (_, th) in enumerate(trace.locations) if th == 0]
+    threads = [(r, th, plain(trace.events[i], True)) for i, (r, th) in enumerate(trace.locations) if th > 0]
+    mpi = replace(trace, events=[plain(trace.events[i], False) for i in ranks], locations=[],
+                  comms={c: m for c, m in trace.comms.items() if c < OMP_TEAM_BASE})
+    return mpi, threads

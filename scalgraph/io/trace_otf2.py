@@ -576,14 +576,17 @@ def _read_windows(defs, comms, comm_id, saved: dict):
 
 def write_otf2(trace: Trace, anchor: str | os.PathLike) -> None:
     """Write the archive whose anchor file is `anchor` (must end in .otf2, basename > 5 characters,
-    as scout requires).  The archive directory beside it must not exist yet."""
+    as scout requires).  The archive directory beside it must not exist yet.  OpenMP threads are
+    written as Score-P writes them (io/trace_omp.py `as_scorep`): further CPU threads of their
+    rank's process with their regions; reading rebuilds the team synchronisation from the regions."""
+    threads = []
+    if trace.locations:
+        from scalgraph.io import trace_omp
+        trace, threads = trace_omp.as_scorep(trace)
     otf2 = _otf2()
     from otf2.enums import (CollectiveOp, GroupType, LocationGroupType, LocationType, LockType, Paradigm,
                             RegionRole, RmaAtomicType, RmaSyncType, Type)
     anchor = pathlib.Path(anchor)
-    if trace.locations:
-        raise UserError(f"{anchor}: writing the OpenMP threads of a trace to OTF2 is not supported yet; keep the "
-                        "scalgraph binary trace (trace.sgtrace) or export JSON")
     if anchor.suffix != ".otf2" or len(anchor.name) <= 5 + len(".otf2"):
         raise UserError(f"{anchor}: an OTF2 anchor must end in .otf2 with a base name longer than 5 characters "
                         f"(e.g. traces.otf2), or Scalasca will not open it")
@@ -644,6 +647,12 @@ def write_otf2(trace: Trace, anchor: str | os.PathLike) -> None:
                 exc = _unrepresented(trace, rank, zero, saved["coll_begin_comm"], sync_tags)
                 if exc:
                     saved["exceptions"][str(rank)] = exc
+            for rank, th, tev in threads:          # OpenMP workers: regions only
+                out = w.event_writer_from_location(d.location(f"OMP thread {th}", type=LocationType.CPU_THREAD,
+                                                              group=groups[rank]))
+                for t, kind, g in zip((np.rint(tev["time"] * RESOLUTION).astype(np.int64) + zero).tolist(),
+                                      tev["kind"].tolist(), tev["region"].tolist()):
+                    out((otf2.events.Enter if kind == ENTER else otf2.events.Leave)(t, region_def[g]))
             if len(json.dumps(saved["exceptions"], separators=(",", ":"))) > _INLINE_BYTES:
                 _write_fields_file(archive_dir / name / FIELDS_FILE, saved.pop("exceptions"))
                 saved["fields_file"] = FIELDS_FILE
