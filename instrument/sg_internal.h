@@ -18,6 +18,7 @@ struct sg_omp_thread {
     int32_t role;            /* SG_ROLE_* */
     int32_t team_index;      /* its thread number in the last team it ran an implicit task of */
     volatile int waiting;    /* inside an OpenMP barrier wait (samples then go to spin_ns) */
+    int wait_join;           /* that wait is at a region's closing (join) barrier */
     uint32_t wait_vertex;    /* where that wait began */
     uint64_t wait_t0, idle_t0;
     uint64_t idle_ns, spin_ns, tasks;

@@ -92,6 +92,7 @@ void sg_threads_wait(struct sg_thread *t, int begin, int join) {
         return;
     if (begin) {
         o->wait_vertex = sg_vertex_of(t);
+        o->wait_join = join;
         o->wait_t0 = sg_now_ns();
         __atomic_signal_fence(__ATOMIC_SEQ_CST);
         o->waiting = 1;
@@ -159,10 +160,14 @@ void sg_threads_write(void (*put)(const void *data, size_t len), uint32_t nthrea
         if (t == NULL || __atomic_load_n(&t->omp.arrays, __ATOMIC_ACQUIRE) == NULL)
             continue;
         struct sg_omp_thread *o = &t->omp;
-        uint64_t idle_t0 = o->idle_t0;
+        uint64_t idle_t0 = o->idle_t0, idle = o->idle_ns + (idle_t0 != 0 && now > idle_t0 ? now - idle_t0 : 0);
+        /* a worker still in the join wait of the last region (libomp ends it only at the next fork): idle
+         * since the master left that barrier */
+        uint64_t release = __atomic_load_n(&join_release_ns_, __ATOMIC_ACQUIRE);
+        if (o->waiting && o->wait_join && o->team_index != 0 && release > o->wait_t0 && now > release)
+            idle += now - release;
         struct sg_thread_info info = {.slot = (int32_t)i, .role = (uint32_t)o->role, .team_index = o->team_index,
-                                      .tasks = o->tasks, .spin_ns = o->spin_ns,
-                                      .idle_ns = o->idle_ns + (idle_t0 != 0 && now > idle_t0 ? now - idle_t0 : 0)};
+                                      .tasks = o->tasks, .spin_ns = o->spin_ns, .idle_ns = idle};
         put(&info, sizeof info);
         index++;
     }
