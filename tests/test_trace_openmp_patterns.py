@@ -85,6 +85,12 @@ def test_idle_threads_and_barrier_wait_with_their_delay_costs():
     costs = costs_by_region(fwd, dl)
     assert costs == pytest.approx({("serial", 0): 4.0, ("work", 1): 3.0})
     assert dl.total + dl.unexplained == pytest.approx(float(fwd.waits["wait"].sum())) == pytest.approx(7.0)
+    # the critical path crosses threads: the master's end (9..10), back through the barrier to the last
+    # thread in, the worker (its work 4..9), then through the fork to the master's serial code (0..4)
+    cp = critical_path.critical_path(fwd)
+    assert cp.length == pytest.approx(10.0)
+    assert [(int(r), float(a), float(b)) for r, a, b in zip(cp.seg_rank, cp.seg_start, cp.seg_end)] == [
+        (0, 9.0, 10.0), (1, 4.0, 9.0), (0, 0.0, 4.0)]
     # the report's tree: Idle Threads under Time, the barrier wait under OMP
     cube = fwd.cube.sum(axis=(1, 2))
     assert cube[patterns.PATTERN_INDEX["omp_idle_threads"]] == pytest.approx(4.0)
