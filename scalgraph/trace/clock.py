@@ -26,6 +26,8 @@ measured at init and finalize), then the controlled logical clock (CLC):
 3. Backward amortisation, per location, over the corrected receives in forward order: a linear ramp
    of slope `slope` before each jump, made steeper where a logical send would otherwise pass its
    bound (min over its receivers of C(recv) - l_min), recursing on the part before that send.
+   Vectorised over independent jumps (ramps that do not reach back past the previous jump of their
+   location), with the arithmetic of the one-jump-at-a-time loop (tests/test_trace_clock_vectorised.py).
 
 Guarantees (what tests/test_trace_clock*.py assert): every CLC-corrected time >= the time it had
 before the CLC (events only move forward; offset interpolation, a different correction, may move
