@@ -453,7 +453,8 @@ def test_a_static_pass_failure_falls_back_to_a_plain_object(tmp_path, monkeypatc
     monkeypatch.delenv("SCALGRAPH_NO_INSTRUMENT", raising=False)
     monkeypatch.delenv("SCALGRAPH_DEBUG", raising=False)
     assert main("c", ["-c", "-Iinc", "-DFACTOR=2", "-DGREETING=\"fallback\"", "main.c"]) == 0
-    monkeypatch.setattr(scalgraph.static, "instrument_bitcode", broken)
+    monkeypatch.setattr(scalgraph.static, "instrument_bitcode", broken)      # either path (bitcode, IR text)
+    monkeypatch.setattr(scalgraph.static, "instrument_ir_text", broken)
     assert main("c", ["-c", "-Iinc", "helper.c"]) == 0
     err = capsys.readouterr().err
     assert "helper.c: the static pass failed (IndexError: injected); compiled without probes" in err

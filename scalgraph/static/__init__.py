@@ -9,7 +9,12 @@ instrument_bitcode(bitcode: bytes, source_path: str, *, opt_level: int, max_loop
     (ELF object file bytes, PSG part dict).  Raises UserError on IR that cannot be parsed; prints
     nothing: the part's has_main / has_mpi / has_debug_info let the link warn once per program.
     as_bitcode=True returns the instrumented bitcode instead of the object (for codegen by a clang of
-    llvmlite's LLVM version, see static/toolchain.py backend_for).
+    llvmlite's LLVM version, see static/toolchain.py backend_for).  keep_debug_info=False: the
+    object carries no debug info (the user did not ask for -g; the part still has the source lines).
+instrument_ir_text(text: str, source_path: str, *, max_loop_depth: int = 10, keep_debug_info: bool = True)
+        -> tuple[str, dict]
+    The same for the IR text a clang of llvmlite's LLVM wrote: (instrumented IR text, part), no
+    llvmlite involved; that clang makes the object from the text.
 read_parts_from_files(paths: list[str]) -> list[dict]
     The ".scalgraph.psg" parts of .o files and of .a archive members (files without one are skipped).
 link_psg(parts: list[dict], *, max_loop_depth: int = 10) -> tuple[PSG, str]
@@ -22,9 +27,15 @@ from __future__ import annotations
 
 
 def instrument_bitcode(bitcode: bytes, source_path: str, *, opt_level: int, max_loop_depth: int = 10,
-                       as_bitcode: bool = False):
+                       as_bitcode: bool = False, keep_debug_info: bool = True):
     from scalgraph.static.probes import instrument_bitcode as impl
-    return impl(bitcode, source_path, opt_level=opt_level, max_loop_depth=max_loop_depth, as_bitcode=as_bitcode)
+    return impl(bitcode, source_path, opt_level=opt_level, max_loop_depth=max_loop_depth, as_bitcode=as_bitcode,
+                keep_debug_info=keep_debug_info)
+
+
+def instrument_ir_text(text: str, source_path: str, *, max_loop_depth: int = 10, keep_debug_info: bool = True):
+    from scalgraph.static.probes import instrument_ir_text as impl
+    return impl(text, source_path, max_loop_depth=max_loop_depth, keep_debug_info=keep_debug_info)
 
 
 def read_parts_from_files(paths):
@@ -42,4 +53,4 @@ def read_psg_from_executable(path):
     return impl(path)
 
 
-__all__ = ["instrument_bitcode", "read_parts_from_files", "link_psg", "read_psg_from_executable"]
+__all__ = ["instrument_bitcode", "instrument_ir_text", "read_parts_from_files", "link_psg", "read_psg_from_executable"]

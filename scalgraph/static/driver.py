@@ -169,19 +169,28 @@ def compile_source(tc: Toolchain, inv: Invocation, src: Source, out: str, tmp: s
     if not instrument or src.lang == "asm":
         return run([*comp.command, *comp.flags, "-c", *user, *lang_flags, src.path, "-o", out])
     user, deps = split_dependency_flags(user)
-    bitcode = os.path.join(tmp, Path(out).stem + ".bc")
-    debug = [] if inv.has_debug else ["-g"]
-    rc = run([*comp.command, *comp.flags, "-c", "-emit-llvm", *user, *debug, *lang_flags, src.path,
-              "-o", bitcode])
+    backend = backend_for(comp) if src.lang != "fortran" else None
+    # the front end is a clang of llvmlite's LLVM, which also makes the object: IR text in and out
+    as_text = backend is not None and backend == comp.command and not comp.flags
+    ir_file = os.path.join(tmp, Path(out).stem + (".ll" if as_text else ".bc"))
+    debug = [] if inv.has_debug else added_debug_flags(src.lang, inv.compile_flags)
+    rc = run([*comp.command, *comp.flags, "-S" if as_text else "-c", "-emit-llvm", *user, *debug, *lang_flags,
+              src.path, "-o", ir_file])
     if rc == 0 and deps:
         rc = run(dependency_command(comp, [*user, *lang_flags], deps, src.path, out))
     if rc:
         return rc
-    from scalgraph.static import instrument_bitcode
-    backend = backend_for(comp) if src.lang != "fortran" else None
     try:
-        obj, part = instrument_bitcode(Path(bitcode).read_bytes(), src.path, opt_level=inv.opt_level,
-                                       max_loop_depth=max_depth, as_bitcode=backend is not None)
+        if as_text:
+            from scalgraph.static import instrument_ir_text
+            text, part = instrument_ir_text(Path(ir_file).read_bytes().decode("utf-8", "surrogateescape"),
+                                            src.path, max_loop_depth=max_depth, keep_debug_info=inv.has_debug)
+            obj = text.encode("utf-8", "surrogateescape")
+        else:
+            from scalgraph.static import instrument_bitcode
+            obj, part = instrument_bitcode(Path(ir_file).read_bytes(), src.path, opt_level=inv.opt_level,
+                                           max_loop_depth=max_depth, as_bitcode=backend is not None,
+                                           keep_debug_info=inv.has_debug)
     except UserError:
         raise
     except Exception as e:  # our bug must not break the user's build: this file goes without probes
@@ -192,11 +201,21 @@ def compile_source(tc: Toolchain, inv: Invocation, src: Source, out: str, tmp: s
               file=sys.stderr)
         return run([*comp.command, *comp.flags, "-c", *user, *lang_flags, src.path, "-o", out])
     if backend is not None:
-        obj = code_generation(backend, obj, inv, tmp, src.path)
+        obj = code_generation(backend, obj, inv, tmp, src.path, ".ll" if as_text else ".bc")
     write_output(out, obj)       # a device such as /dev/null (configure probes) is written through
     if parts is not None:
         parts[out] = part
     return 0
+
+
+def added_debug_flags(lang: str, flags: list[str]) -> list[str]:
+    """The debug info the PSG needs (source lines, function names) when the user asked for none.
+    C: line tables only, which name functions and lines as -g does at a third of -g's cost in the
+    front end; but C++ line tables name a method without its class, and OpenMP's outlined regions
+    lose the lexical scopes that tie their code to the function they came from: -g for those."""
+    if lang == "c" and not any(f.startswith("-fopenmp") for f in flags):
+        return ["-gline-tables-only"]
+    return ["-g"]
 
 
 # user flags that change the machine code but live on no IR function (the code generator's own)
@@ -204,13 +223,14 @@ CODEGEN_PREFIXES = ("-ffunction-sections", "-fdata-sections", "-fno-function-sec
                     "-mcmodel=", "-fno-plt", "-fno-asynchronous-unwind-tables", "-fasynchronous-unwind-tables")
 
 
-def code_generation(backend: tuple[str, ...], bitcode: bytes, inv: Invocation, tmp: str, source: str) -> bytes:
-    """Machine code for the instrumented bitcode by a clang of llvmlite's LLVM: code generation only
-    (-disable-llvm-optzns: the middle end ran in the first compile), position independent like
-    llvmlite's, at the user's -O level."""
-    fd, bc = tempfile.mkstemp(dir=tmp, suffix=".sg.bc")
+def code_generation(backend: tuple[str, ...], bitcode: bytes, inv: Invocation, tmp: str, source: str,
+                    suffix: str = ".bc") -> bytes:
+    """Machine code for the instrumented module (bitcode, or IR text with suffix ".ll") by a clang of
+    llvmlite's LLVM: code generation only (-disable-llvm-optzns: the middle end ran in the first
+    compile), position independent like llvmlite's, at the user's -O level."""
+    fd, bc = tempfile.mkstemp(dir=tmp, suffix=".sg" + suffix)
     os.close(fd)
-    obj = bc[:-3] + ".o"
+    obj = bc[:-len(suffix)] + ".o"
     Path(bc).write_bytes(bitcode)
     flags = [f for f in inv.compile_flags if f.startswith(CODEGEN_PREFIXES)]
     cmd = [*backend, "-c", f"-O{max(0, min(3, inv.opt_level))}", "-fPIC", "-Xclang", "-disable-llvm-optzns",

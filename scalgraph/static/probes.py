@@ -8,6 +8,7 @@ each block entry, so blocks of a contracted loop (one local throughout) get no s
 from __future__ import annotations
 
 import json
+import re
 
 from scalgraph.errors import UserError
 from scalgraph.static.ir import LEADING, Module, parse_module_text, successors
@@ -18,8 +19,8 @@ _UNKNOWN = -2       # sg_cur may hold anything here
 _TOP = -3           # not reached yet by the data-flow pass
 
 
-def instrument_bitcode(bitcode: bytes, source_path: str, *, opt_level: int,
-                       max_loop_depth: int = 10, as_bitcode: bool = False) -> tuple[bytes, dict]:
+def instrument_bitcode(bitcode: bytes, source_path: str, *, opt_level: int, max_loop_depth: int = 10,
+                       as_bitcode: bool = False, keep_debug_info: bool = True) -> tuple[bytes, dict]:
     """(object file, part); as_bitcode=True: (instrumented bitcode, part), for a clang of llvmlite's
     LLVM to compile (its code generator is about 1.7x faster than llvmlite's, built with assertions)."""
     llvm = _llvm()
@@ -30,7 +31,8 @@ def instrument_bitcode(bitcode: bytes, source_path: str, *, opt_level: int,
         raise UserError(f"{source_path}: LLVM {_llvm_version(llvm)} cannot read the bitcode ({first}); "
                         f"compile it with a clang of LLVM {_llvm_version(llvm)} or older") from None
     try:
-        part, text = instrument_text(str(module), source_path, max_loop_depth=max_loop_depth)
+        part, text = instrument_text(str(module), source_path, max_loop_depth=max_loop_depth,
+                                     keep_debug_info=keep_debug_info)
     except ValueError as e:            # IR text this reader does not understand
         raise UserError(f"{source_path}: scalgraph cannot read this IR ({e}); "
                         "please report this, or build this file with plain mpicc") from None
@@ -47,13 +49,31 @@ def instrument_bitcode(bitcode: bytes, source_path: str, *, opt_level: int,
     return tm.emit_object(rewritten), part
 
 
-def instrument_text(text: str, source_path: str, *, max_loop_depth: int = 10) -> tuple[dict, str]:
+def instrument_ir_text(text: str, source_path: str, *, max_loop_depth: int = 10,
+                       keep_debug_info: bool = True) -> tuple[str, dict]:
+    """(instrumented module text, part) for the IR text a clang of llvmlite's LLVM wrote (-S
+    -emit-llvm); that clang compiles the result.  No llvmlite here: reading and printing the module
+    there cost as much as the pass itself on large files, and the clang parses its own text anyway.
+    keep_debug_info=False (the user did not ask for -g; we added it for the PSG's source lines): the
+    object gets no debug info, as a plain build, and its code generation skips the variable
+    locations and DWARF that made it 1.5x slower."""
+    try:
+        part, out = instrument_text(text, source_path, max_loop_depth=max_loop_depth,
+                                    keep_debug_info=keep_debug_info)
+    except ValueError as e:            # IR text this reader does not understand
+        raise UserError(f"{source_path}: scalgraph cannot read this IR ({e}); "
+                        "please report this, or build this file with plain mpicc") from None
+    return out, part
+
+
+def instrument_text(text: str, source_path: str, *, max_loop_depth: int = 10,
+                    keep_debug_info: bool = True) -> tuple[dict, str]:
     """(PSG part, instrumented module text) for the text of one module (str(module))."""
     mod = parse_module_text(text)
     modhash = module_hash(source_path, text)
     part, plans = build_part(mod, source_path, modhash, max_loop_depth=max_loop_depth)
     part["warnings"] = _warnings(part, source_path)
-    return part, rewrite(mod, plans, part, modhash)
+    return part, rewrite(mod, plans, part, modhash, keep_debug_info=keep_debug_info)
 
 
 def _warnings(part: dict, source_path: str) -> list[str]:
@@ -67,7 +87,8 @@ def _warnings(part: dict, source_path: str) -> list[str]:
     return out
 
 
-def rewrite(mod: Module, plans: list[FunctionPlan], part: dict, modhash: str) -> str:
+def rewrite(mod: Module, plans: list[FunctionPlan], part: dict, modhash: str, *,
+            keep_debug_info: bool = True) -> str:
     before: dict[int, list[str]] = {}
     symbols: list[tuple[str, bool]] = []
     for plan in plans:
@@ -79,6 +100,8 @@ def rewrite(mod: Module, plans: list[FunctionPlan], part: dict, modhash: str) ->
     for no, line in enumerate(mod.lines):
         out.extend(before.get(no, ()))
         out.append(line)
+    if not keep_debug_info:
+        out = _without_debug_output(out)
     out.append("")
     out.append("@sg_cur = external thread_local(initialexec) global i32")
     out.append("declare void @sg_fn_enter(i32)")
@@ -90,6 +113,23 @@ def rewrite(mod: Module, plans: list[FunctionPlan], part: dict, modhash: str) ->
     out.append(f"@__sg_psg_part_{modhash} = weak_odr hidden constant [{len(blob)} x i8] c\"{_ir_bytes(blob)}\", "
                f"section \"{PART_SECTION}\", align 1")
     return "\n".join(out) + "\n"
+
+
+_EMISSION_KIND = re.compile(r"emissionKind: \w+")
+
+
+def _without_debug_output(lines: list[str]) -> list[str]:
+    """The module as code generation sees it without -g: no variable-location records (the bulk of
+    debug code generation), compile units marked NoDebug (no DWARF at all); the instructions keep
+    their !dbg locations, which cost nothing without DWARF (the PSG part was taken from them)."""
+    out = []
+    for line in lines:
+        if line.startswith("    #dbg_"):
+            continue
+        if line.startswith("!") and "!DICompileUnit(" in line:
+            line = _EMISSION_KIND.sub("emissionKind: NoDebug", line)
+        out.append(line)
+    return out
 
 
 # printable ASCII stays, the rest (and " and \\) becomes \\XX; str.translate does it at C speed
