@@ -3,14 +3,17 @@
 A cause is fixed by removing its excess: on every rank its own time is brought down to the median
 rank's (the imbalance that made others wait), or, for a construct whose time does not shrink as it
 should with p (a scaling loss), to its ideal share of the smallest scale's time (strong scaling:
-T(p0) p0 / p; weak: T(p0)).  The change then travels along the dependences the way the profile
-sees them, bulk-synchronously: a rank's busy time B_r is its own time (computation and the MPI
-work that is not waiting); the run is as long as its busiest rank plus the waiting nobody's
-lateness explains, so removing x_r from each rank shortens the run by
+T(p0) p0 / p; weak: T(p0)).  The fix is the one the diagnosis asks for at the largest scale P: the typical rank's
+time there, carried to each scale as ideal scaling would, is a ceiling at every scale (predict_fixed).
+The change then travels along the dependences the way the profile sees them: a rank's busy time B_r is
+its own time (computation and the MPI work that is not waiting), W_r its waiting; the run is as long
+as its longest rank, B_r + W_r.  Removing x_r from each rank, a rank still waits for the busiest rank
+left and keeps the waiting the removed work cannot explain (gain_with_waiting):
 
-    gain = max_r B_r - max_r (B_r - x_r)
+    fixed = max_r (B_r - x_r + max(W_r - max_q x_q, max_q (B_q - x_q) - (B_r - x_r)))
 
-The waiting the cause explains disappears with it, waiting it does not explain stays.
+which is the bulk-synchronous max_r B_r - max_r (B_r - x_r) shortening where every rank waits for the
+busiest one.  The waiting the cause explains disappears with it, waiting it does not explain stays.
 
 Gains are wall-clock seconds, as the user will measure them.  Sampled times are thread-CPU; where the
 profile measured the computation between MPI calls exactly (wall and thread-CPU, format 2), a rank's
