@@ -189,3 +189,17 @@ def test_an_experiments_smaller_scale_gets_the_fix_diagnosed_at_the_largest():
     assert w["by_scale"]["2"] == {"gain": pytest.approx(2.0), "run_length": pytest.approx(3.1)}
     assert w["by_scale"]["4"]["gain"] == pytest.approx(2.0)
     assert "p=2: 2 s of 3.1 s" in whatif_line(causes[0])
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_random_hybrid_traces_nothing_fixed_keeps_them_and_a_fix_never_lengthens(seed):
+    """Random MPI + OpenMP traces (threads as locations, team barriers as collectives): with nothing
+    shortened every event keeps its time; shortening any call path's excess never makes the run longer."""
+    from test_trace_openmp_patterns import random_hybrid
+    trace, _ = random_hybrid(seed)
+    fwd = forward_replay(build_context(trace))
+    ctx = fwd.ctx
+    assert retime(ctx, [0], np.zeros(ctx.nranks)).time == pytest.approx(ctx.time)
+    for c in range(ctx.ncallpaths):
+        res = retime(ctx, [c], shrink_fractions(ctx, fwd.excl_time, [c]))
+        assert res.fixed_run_length <= res.run_length + 1e-9
