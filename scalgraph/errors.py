@@ -2,7 +2,9 @@
 and the escaping that keeps text taken from inputs from steering the user's terminal."""
 from __future__ import annotations
 
+import os
 import re
+import sys
 
 # C0 and C1 control characters and DEL (ESC sequences set titles and clear screens); \t and \n are
 # allowed through only where a report lays out its own lines (keep_layout=True)
@@ -38,3 +40,28 @@ def os_failure(e: OSError, action: str, advice: str = "",
     reason = next((text for kind, text in (reasons or {}).items() if isinstance(e, kind)), None)
     reason = reason or e.strerror or str(e) or type(e).__name__
     return UserError(f"{action}: {reason}" + (f"; {advice}" if advice else ""))
+
+
+def run_reporting(prog: str, work, bug_hint: str) -> int:
+    """Run `work()` as the command `prog`: its exit status, or one line on stderr and a non-zero
+    status.  A UserError says its message (its exit code), Ctrl-C 130, a closed output pipe 0, no
+    memory 2; any other exception is a bug of ours: one line with `bug_hint` (exit 70), the traceback
+    only with SCALGRAPH_DEBUG=1."""
+    try:
+        return work()
+    except UserError as e:
+        print(f"{prog}: {e}", file=sys.stderr)
+        return e.exit_code
+    except KeyboardInterrupt:
+        print(f"{prog}: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return 0
+    except MemoryError:
+        print(f"{prog}: out of memory: the input is larger than this machine can hold", file=sys.stderr)
+        return 2
+    except Exception as e:
+        if os.environ.get("SCALGRAPH_DEBUG") == "1":
+            raise
+        print(printable(f"{prog}: internal error: {type(e).__name__}: {e} ({bug_hint})"), file=sys.stderr)
+        return 70

@@ -610,3 +610,19 @@ def test_an_unexpected_error_is_one_line_not_a_traceback(monkeypatch, capsys, tm
     monkeypatch.setenv("SCALGRAPH_DEBUG", "1")
     with pytest.raises(ValueError):
         cli.main(["psg", "x"])
+
+
+def test_the_wrappers_last_resort_is_the_same_one_line(monkeypatch, capsys):
+    """sgcc shares the command line's last resort (errors.run_reporting): a bug is one line, its
+    control characters escaped, exit 70."""
+    from scalgraph.static import driver
+
+    def broken(lang, argv):
+        raise ValueError("boom\x1b]0;title\x07")
+    monkeypatch.setattr(driver, "build", broken)
+    monkeypatch.delenv("SCALGRAPH_DEBUG", raising=False)
+    monkeypatch.delenv("SCALGRAPH_WRAPPER_ACTIVE", raising=False)
+    assert driver.main("c", ["x.c"]) == 70
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "sgcc: internal error: ValueError: boom\\x1b]0;title\\x07" in err
+    assert "\x1b" not in err and "SCALGRAPH_NO_INSTRUMENT=1" in err

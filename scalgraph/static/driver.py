@@ -22,7 +22,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from scalgraph.errors import UserError
+from scalgraph.errors import UserError, run_reporting
 from scalgraph.io.safe_write import (current_umask, output_destination, temporary_beside, write_atomic, write_output,
                                     write_through)
 from scalgraph.static.args import (TAKES_VALUE, Invocation, Source, expand_response_files, map_opt_levels,
@@ -50,21 +50,12 @@ def sgfort() -> None:
 def main(lang: str, argv: list[str]) -> int:
     """Run one wrapper call; never shows a traceback (SCALGRAPH_DEBUG=1 does, for bug reports)."""
     prog = PROGRAM_NAMES[lang]
-    try:
+
+    def work() -> int:
         with wrapper_guard(prog):        # MPICC=sgcc and the like must not start us again
             return build(lang, argv)
-    except UserError as e:
-        print(f"{prog}: {e}", file=sys.stderr)
-        return e.exit_code
-    except KeyboardInterrupt:
-        print(f"{prog}: interrupted", file=sys.stderr)
-        return 130
-    except Exception as e:  # a bug of ours: one line, not a traceback, unless asked for
-        if os.environ.get("SCALGRAPH_DEBUG") == "1":
-            raise
-        print(f"{prog}: internal error: {type(e).__name__}: {e} (rerun with SCALGRAPH_DEBUG=1 and "
-              "report it; SCALGRAPH_NO_INSTRUMENT=1 builds without scalgraph meanwhile)", file=sys.stderr)
-        return 70
+    return run_reporting(prog, work, "rerun with SCALGRAPH_DEBUG=1 and report it; SCALGRAPH_NO_INSTRUMENT=1 "
+                         "builds without scalgraph meanwhile")
 
 
 def build(lang: str, argv: list[str]) -> int:
