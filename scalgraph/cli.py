@@ -5,10 +5,9 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import os
 import sys
 
-from scalgraph.errors import UserError, printable
+from scalgraph.errors import run_reporting
 
 # name -> one-line help.  Module scalgraph.commands.<name> implements it.
 COMMANDS = {
@@ -57,26 +56,8 @@ def main(argv: list[str] | None = None) -> int:
     if mod is None:
         print(f"scalgraph {args.command}: not available in this build", file=sys.stderr)
         return 2
-    try:
-        return int(mod.run(args) or 0)
-    except UserError as e:
-        print(f"scalgraph {args.command}: {e}", file=sys.stderr)
-        return e.exit_code
-    except KeyboardInterrupt:
-        print(f"scalgraph {args.command}: interrupted", file=sys.stderr)
-        return 130
-    except BrokenPipeError:
-        return 0
-    except MemoryError:
-        print(f"scalgraph {args.command}: out of memory: the input is larger than this machine can hold",
-              file=sys.stderr)
-        return 2
-    except Exception as e:   # a bug of ours: one line, not a traceback, unless asked for (as sgcc does)
-        if os.environ.get("SCALGRAPH_DEBUG") == "1":
-            raise
-        print(printable(f"scalgraph {args.command}: internal error: {type(e).__name__}: {e} (rerun with "
-                        "SCALGRAPH_DEBUG=1 for the traceback and report it)"), file=sys.stderr)
-        return 70
+    return run_reporting(f"scalgraph {args.command}", lambda: int(mod.run(args) or 0),
+                         "rerun with SCALGRAPH_DEBUG=1 for the traceback and report it")
 
 
 def entry() -> None:
