@@ -10,8 +10,9 @@ median of --repeat runs after one warm-up run (caches of the shim, zig, the Fort
   plain             the venv's mpicc / mpicxx (PyPI MPICH, the system cc / c++ behind it)
   sg-uninstrumented sgcc with SCALGRAPH_NO_INSTRUMENT=1: the same compiler sgcc uses, nothing else
   sg                sgcc: bitcode, static pass, probes, object, PSG link, tables, shim, link
-and the ratios sg / plain.  Then where sgcc's own time goes (the static pass in process, per 1,000
-IR instructions).  --make also builds the generated program split into 8 files with make -j1 and
+and the ratios sg / plain.  Then where sgcc's own time goes (the static pass in process, on the IR
+sgcc gives it).  The builds run without PYTHONDONTWRITEBYTECODE, as an installed scalgraph runs.
+--make also builds the generated program split into 8 files with make -j1 and
 -j2, plain and sg (wall time: separate compiles must scale with the jobs).
 Every build gets a -D never seen before, so no compiler cache (zig's) answers instead of a compile.
 """
@@ -97,6 +98,9 @@ def timed(cmd: list[str], cwd: str, env: dict) -> tuple[float, float]:
 def builds(cxx: bool) -> dict[str, tuple[str, dict]]:
     base = dict(os.environ)
     base.pop("SCALGRAPH_NO_INSTRUMENT", None)
+    # an installed scalgraph runs from its compiled bytecode; with this set (some shells and CI
+    # set it), every sgcc call would compile scalgraph's sources again (about 30 ms a call)
+    base.pop("PYTHONDONTWRITEBYTECODE", None)
     mpicc = str(BIN / ("mpicxx" if cxx else "mpicc"))
     sgcc = str(BIN / ("sgcxx" if cxx else "sgcc"))
     return {"plain": (mpicc, base),
@@ -130,23 +134,29 @@ def compare(name: str, sources: list[Path], repeat: int, work: str, warm: bool =
 
 
 def static_pass_cost(sources: list[Path], work: str) -> None:
-    """The static pass alone, in process: parse, analyse, probe, re-emit (instrument_bitcode)."""
-    from llvmlite import binding as llvm
-    from scalgraph.static import instrument_bitcode
-    from scalgraph.static.toolchain import find_compiler, find_mpi_wrapper, mpi_flags
+    """The static pass alone, in process, on the input sgcc gives it: IR text from a clang of
+    llvmlite's LLVM (instrument_ir_text: read, analyse, probe, print), else bitcode through llvmlite
+    (instrument_bitcode: also parse, print, re-parse, verify, emit)."""
+    from scalgraph.static import instrument_bitcode, instrument_ir_text
+    from scalgraph.static.driver import added_debug_flags
+    from scalgraph.static.toolchain import backend_for, find_compiler, find_mpi_wrapper, mpi_flags
     for src in sources:
         lang = "c++" if src.suffix == ".cpp" else "c"
         cc, mpi = find_compiler(lang), mpi_flags(find_mpi_wrapper(lang))
-        bc = os.path.join(work, src.stem + ".bc")
-        subprocess.run([*cc.command, *cc.flags, "-c", "-emit-llvm", "-g", "-O2", *mpi.compile, str(src), "-o", bc],
-                       check=True)
-        data = Path(bc).read_bytes()
-        n = sum(1 for f in llvm.parse_bitcode(data).functions for b in f.blocks for _ in b.instructions)
+        as_text = backend_for(cc) == cc.command and not cc.flags
+        ir = os.path.join(work, src.stem + (".ll" if as_text else ".bc"))
+        subprocess.run([*cc.command, *cc.flags, "-S" if as_text else "-c", "-emit-llvm",
+                        *added_debug_flags(lang, []), "-O2", *mpi.compile, str(src), "-o", ir], check=True)
+        data = Path(ir).read_bytes()
         t = time.process_time()
-        instrument_bitcode(data, str(src), opt_level=2)
+        if as_text:
+            _, part = instrument_ir_text(data.decode(), str(src), keep_debug_info=False)
+        else:
+            _, part = instrument_bitcode(data, str(src), opt_level=2, keep_debug_info=False)
         secs = time.process_time() - t
-        print(f"  static pass on {src.name}: {secs * 1000:.0f} ms CPU for {n} IR instructions "
-              f"({secs * 1e6 / max(n, 1):.1f} ms per 1,000), bitcode by {cc.origin} {' '.join(cc.command[-1:])}")
+        n = sum(sum(f["full_counts"].values()) for f in part["functions"])
+        print(f"  static pass on {src.name}: {secs * 1000:.0f} ms CPU for {n} local PSG vertices, "
+              f"{'IR text' if as_text else 'bitcode'} by {cc.origin} {' '.join(cc.command[-1:])}")
 
 
 def make_scaling(lines: int, work: str) -> None:
