@@ -56,7 +56,7 @@ from scalgraph.analysis.constructs import Constructs, constructs, contexts
 from scalgraph.analysis.defaults import DEFAULT_MIN_SHARE
 from scalgraph.analysis.evidence_notes import evidence_notes, thin_evidence, typical_samples
 from scalgraph.analysis.merge import cluster_means, cluster_ranks, merge_ranks
-from scalgraph.analysis.mpi_cost import oversubscribed, own_cause_rules, volume_per_rank
+from scalgraph.analysis.mpi_cost import oversubscribed, own_cause_rules, ranks_per_core, volume_per_rank
 from scalgraph.analysis.ppg import build_ppg
 from scalgraph.analysis.scaling import fit_models, scaling_loss
 from scalgraph.analysis.segments import segment_excess
@@ -161,11 +161,24 @@ def summarise_scales(psg: PSG, cons: Constructs, profiles: Mapping[int, RunProfi
         y_se[:, i] = (np.where(is_mpi, 0.0, np.sqrt(samples.sum(axis=0)) / hz / prof.nranks)
                       if hz > 0 and prof.nranks else 0.0)
         noise = noise_of_samples(samples, is_mpi, hz)
-        abnormal[p] = abnormal_columns(own, wait, is_mpi, noise, abnorm_thd, min_share * program_time(prof, startup))
+        floor_p = min_share * program_time(prof, startup)
+        # computation is sampled thread-CPU; the floor is wall time stretched by time-sharing alike
+        floor_cols = np.where(is_mpi, floor_p, floor_p / load_stretch(per_rank[p], prof, host_cores))
+        abnormal[p] = abnormal_columns(own, wait, is_mpi, noise, abnorm_thd, floor_cols)
         vb[:, i], vc[:, i] = volume_per_rank(prof, cons, is_mpi)
         over[p] = oversubscribed(prof, host_cores)
     return ScaleSummary(scales, times, abnormal, y_total, y_own, y_max, y_se, y_max_se, _stack_reps(rep_cols, nc),
                         vb, vc, over, Big(prof, own, time, wait, samples), per_rank)
+
+
+def load_stretch(rt: RankTimes, prof: RunProfile, host_cores: int | None) -> float:
+    """How much other work on the machine stretched the run's computation: the median rank's wall
+    seconds per thread-CPU second of computation (about ranks/cores when its own ranks share cores),
+    over its ranks per core; at least 1.  The floors were set on runs with cores shared by the
+    program's own ranks only, which this leaves as they were."""
+    if not len(rt.stretch):
+        return 1.0
+    return float(max(np.median(rt.stretch) / ranks_per_core(prof, host_cores), 1.0))
 
 
 def _stack_reps(cols: list[np.ndarray | None], nc: int) -> np.ndarray | None:
@@ -259,9 +272,15 @@ def analyse(psg: PSG, profiles: Mapping[int, RunProfile], abnorm_thd: float = DE
         return e if exact is None else min(e, exact)
 
     # with thin evidence a computation cost within a rank's sampling error is not told from noise
-    evidence = thin_evidence(prof, floor)
+    # A computation's cost is sampled thread-CPU; the floor is a share of the wall-clock run time,
+    # which other jobs on the machine stretch while thread-CPU stays: compared with the floor as it
+    # is, a 0.4 s loop fell below 5 % of a run other jobs slowed to 10 s.  So the computation floor is
+    # the wall floor divided by the stretch beyond the run's own ranks per core (load_stretch).
+    stretch = load_stretch(sm.rank_times[scales[-1]], prof, host_cores)
+    cpu_floor = floor / stretch
+    evidence = thin_evidence(prof, cpu_floor)
     thin, _, rank_error = evidence
-    comp_floor = max(floor, rank_error) if thin else floor
+    comp_floor = max(cpu_floor, rank_error) if thin else cpu_floor
     # how late a rank is by its own computation: time inside MPI is left out, since with more ranks
     # than cores a rank's time in MPI calls holds descheduling the shim cannot tell from work
     rank_comp = big.own[:, ~startup & ~is_mpi].sum(axis=1)
@@ -302,9 +321,10 @@ def analyse(psg: PSG, profiles: Mapping[int, RunProfile], abnorm_thd: float = DE
         "scales": scales,
         "run_time": {str(p): times[p] for p in scales},
         "thresholds": {"abnorm_thd": abnorm_thd, "min_share": min_share, "min_seconds": floor,
+                       "stretch": stretch, "min_cpu_seconds": cpu_floor,
                        "clusters": clusters, "ideal": "weak" if weak else "strong"},
         "notes": (_notes(multi, startup_share, min_share, scales[-1]) + ideal_note
-                  + evidence_notes(prof, floor, scales[-1], evidence)),
+                  + evidence_notes(prof, cpu_floor, scales[-1], evidence)),
         "oversubscribed": {str(p): sm.oversubscribed[p] for p in scales},
         "sampling": {"thin": thin, "median_samples": typical_samples(prof), "error_seconds": rank_error},
         "problem_found": bool(ranked),

@@ -47,6 +47,16 @@ def oversubscribed(profile: RunProfile, host_cores: int | None = None) -> bool:
     return n > cores_fallback
 
 
+def ranks_per_core(profile: RunProfile, host_cores: int | None = None) -> float:
+    """How many ranks shared each core of their host (the median rank's; at least 1)."""
+    n = profile.nranks
+    on_host = _per_rank(profile.meta.get("ranks_on_host"), n)
+    cores = _per_rank(profile.meta.get("cores"), n)
+    if on_host is not None and cores is not None and n:
+        return float(max(np.median(on_host / np.maximum(cores, 1)), 1.0))
+    return max(n / (host_cores or os.cpu_count() or 1), 1.0)
+
+
 def volume_per_rank(profile: RunProfile, cons: Constructs, is_mpi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """([C] bytes, [C] calls): per MPI construct (`is_mpi` [C]), the median over the ranks that
     called it of what one rank moved / how many calls it made (0 where nobody called, and for

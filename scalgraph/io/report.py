@@ -96,8 +96,10 @@ def write_text(result: dict, out, experiment: str = "", source_roots: list[pathl
     w = lambda text: out.write(printable(text, keep_layout=True))  # noqa: E731  names from inputs stay inert
     w(f"scalgraph detect {experiment}: scales {', '.join(map(str, scales))}; "
       f"run time at p={big}: {_fmt_s(result['run_time'][str(big)])}\n")
+    stretched = (f"; computation, sampled as thread-CPU, below {_fmt_s(t['min_cpu_seconds'])} (its wall time "
+                 f"stretched {t['stretch']:.2g}x by other work on the machine)" if t.get("stretch", 1.0) >= 1.05 else "")
     w(f"thresholds: AbnormThd {t['abnorm_thd']}, causes below {t['min_share'] * 100:g}% of the run time "
-      f"({_fmt_s(t['min_seconds'])}) not reported, {t['ideal']}-scaling ideal"
+      f"({_fmt_s(t['min_seconds'])}{stretched}) not reported, {t['ideal']}-scaling ideal"
       f"{', ranks merged by the slowest of %d clusters' % t['clusters'] if t['clusters'] > 1 else ''}\n")
     for note in result["notes"]:
         w(f"note: {note}\n")
