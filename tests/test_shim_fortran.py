@@ -193,3 +193,52 @@ def test_fortran_iprobe_is_counted_under_open_mpi(tmp_path):
     assert prof.calls[:, 0].tolist() == [probes[0] + 3, 3]
     rows = {(int(d["rank"]), int(d["kind"]), int(d["peer"]), int(d["tag"])) for d in prof.deps}
     assert rows == {(0, DEP_RECV, 1, 3), (1, DEP_SEND, 0, 3)}
+
+
+TESTALL = """
+program tall
+  use mpi
+  implicit none
+  integer :: rank, size, ierr, it, n, reqs(2)
+  logical :: done
+  double precision :: a(1000), b(1000)
+  call MPI_Init(ierr)
+  call MPI_Comm_rank(MPI_COMM_WORLD, rank, ierr)
+  call MPI_Comm_size(MPI_COMM_WORLD, size, ierr)
+  a = rank
+  n = 0
+  do it = 1, 20
+    call MPI_Irecv(b, 1000, MPI_DOUBLE_PRECISION, mod(rank - 1 + size, size), 7, MPI_COMM_WORLD, reqs(1), ierr)
+    call MPI_Isend(a, 1000, MPI_DOUBLE_PRECISION, mod(rank + 1, size), 7, MPI_COMM_WORLD, reqs(2), ierr)
+    done = .false.
+    do while (.not. done)
+      call MPI_Testall(2, reqs, done, MPI_STATUSES_IGNORE, ierr)
+      n = n + 1
+    end do
+  end do
+  print '(a,i0,a,f6.1)', 'rank ', rank, ' b ', b(1)
+  call MPI_Finalize(ierr)
+end program
+"""
+
+
+def test_fortran_testall_completes_traced_messages(tmp_path):
+    """A halo exchange completed by MPI_TESTALL (TeaLeaf's): the Fortran binding calls PMPI directly, so
+    without the shim's mpi_testall_ the trace had 20 sends and no receives and the run was refused."""
+    import json
+    import pathlib
+    import sys
+    require_tool(bool(MPIRUN and FLANG and os.path.isdir(MPICH_INC)),
+                 "no MPI with Fortran bindings (Debian mpich + flang-new-19)")
+    bindir = pathlib.Path(sys.executable).parent
+    (tmp_path / "tall.f90").write_text(TESTALL)
+    subprocess.run([str(bindir / "sgfort"), "-O2", "-o", "tall", "tall.f90"], cwd=tmp_path, check=True,
+                   capture_output=True, timeout=600)
+    res = subprocess.run([str(bindir / "scalgraph"), "run", "--trace", "-n", "2", "-o", "exp", "./tall"],
+                         cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    assert res.returncode == 0, res.stderr
+    out = subprocess.run([str(bindir / "scalgraph"), "trace", "--json", "exp"], cwd=tmp_path,
+                         capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr
+    calls = {c["callpath"].split("/")[-1] for c in json.loads(out.stdout)["critical_path"]["callpaths"]}
+    assert "MPI_Testall" in calls
