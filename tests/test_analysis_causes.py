@@ -326,3 +326,35 @@ def test_a_call_through_a_function_pointer_may_end_the_segment():
     assert indirect in psg.children[psg.parent[plant]] and barrier in ending_mpi(psg, plant)
     top = analyse(psg, runs, weak=True)["root_causes"][0]
     assert (top["vertex"], top["rank"]) == (plant, 1) and abs(top["cost"] - 0.5) < 0.05
+
+
+def test_a_rank_lighter_elsewhere_is_still_late_where_its_extra_loop_runs():
+    """Measured on miniAMR: rank 1's other code was lighter, so over the whole run it was late by less
+    than the planted loop (0.23 of 0.41 s) and the loop's cost was cut to that.  With the computation
+    between MPI calls measured, the loop's rank is late by the whole loop at the Allreduce after it
+    (everybody else waits there); it waits at the Barrier after the lighter code instead."""
+    tree = ("FUNCTION", "main", 1, [("LOOP", "loop", 2, [
+        ("COMP", "comp", 3), ("MPI", "MPI_Allreduce", 4), ("COMP", "comp", 5), ("MPI", "MPI_Barrier", 6)])])
+    psg = syn.psg_from_tree(tree, "amr.c")
+    plant, allr, other, barrier = (syn.vertex_at(psg, n) for n in (3, 4, 5, 6))
+    runs = {}
+    for p in (8,):                             # one scale: no scaling loss leads to the Allreduce
+        t = np.zeros((p, len(psg)))
+        t[:, other] = 1.0
+        t[1, other] = 0.55                     # rank 1's other work is lighter
+        t[1, plant] = 0.5
+        w = np.zeros_like(t)
+        w[:, allr] = 0.5                       # everybody but rank 1 waits for its loop
+        w[1, allr] = 0.0
+        w[1, barrier] = 0.45                   # and rank 1 waits for the others after its lighter work
+        t[:, allr] = 1e-4 + w[:, allr]
+        t[:, barrier] = 1e-4 + w[:, barrier]
+        rows = ([(r, allr, DEP_COLL, -1, -1, syn.WORLD, 10, 8, w[r, allr]) for r in range(p)]
+                + [(r, barrier, DEP_COLL, -1, -1, syn.WORLD, 10, 0, w[r, barrier]) for r in range(p)])
+        prof = syn._profile(psg, p, t, w, rows)
+        prof.comp_cpu[:, allr] = prof.comp_wall[:, allr] = t[:, plant]
+        prof.comp_cpu[:, barrier] = prof.comp_wall[:, barrier] = t[:, other]
+        runs[p] = prof
+    found = analyse(psg, runs)["root_causes"]
+    assert [(c["vertex"], c["rank"]) for c in found][:1] == [(plant, 1)]
+    assert abs(found[0]["cost"] - 0.5) < 0.05
