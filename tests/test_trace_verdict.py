@@ -220,10 +220,11 @@ def test_a_rooted_collective_does_not_hide_the_work_that_made_a_non_root_late():
 
 
 def test_a_busy_machine_stretches_the_cause_and_the_run_alike():
-    """8 ranks, a run that other jobs slowed to 16 s (128 rank-seconds).  Rank 1's 0.4 s loop (vertex
-    0) took 5 s of its time: as thread-CPU it is below 5 % of the run (0.8 s), stretched it is far
-    above, and the others waited 31.5 s for it.  The balanced kernel (vertex 1) has a rank with 15 %
-    more thread-CPU, stretched to 1.2 s, and 5 s of delay cost: below the 1.3x ratio, no cause."""
+    """8 ranks on 2 cores, a run that other jobs slowed to 16 s (128 rank-seconds), their share of the
+    stretch 2.5x.  Rank 1's 0.4 s loop (vertex 0): as thread-CPU it is below 5 % of the run (0.8 s),
+    scaled by the load above it (1.0 s), and the others waited 31.5 s for it.  The balanced kernel
+    (vertex 1) has a rank with 15 % more thread-CPU (0.3 s, 0.75 s scaled) and 5 s of delay cost: below
+    the 1.3x ratio, no cause.  On an idle machine (no load stretch) the loop is below the floor."""
     cost, wall = np.zeros((2, 8)), np.zeros((2, 8))
     cost[0, 1], wall[0, 1] = 31.5, 5.0
     cost[1, 3], wall[1] = 5.0, 8.0
@@ -232,12 +233,12 @@ def test_a_busy_machine_stretches_the_cause_and_the_run_alike():
     cpu[1, 0] = 0.4
     cpu[:, 1] = 2.0
     cpu[3, 1] = 2.3
-    got = V.verdict(cost, wall, np.array([False, False]), where(("a.c", 10, 0), ("a.c", 20, 1)),
-                    ["main/loop", "main/kernel"], total_time=128.0, cpu=V.CpuEvidence(cpu))
+    args = (np.array([False, False]), where(("a.c", 10, 0), ("a.c", 20, 1)), ["main/loop", "main/kernel"])
+    got = V.verdict(cost, wall, *args, total_time=128.0, cpu=V.CpuEvidence(cpu, load_stretch=2.5))
     assert [(e["line"], e["rank"]) for e in got] == [(10, 1)]
     assert got[0]["seconds"] == pytest.approx(31.5)
+    assert V.verdict(cost, wall, *args, total_time=128.0, cpu=V.CpuEvidence(cpu)) == []
     # the same loop that made nobody wait (its waiting below 5 % of one rank's run) is no cause
     quiet = cost.copy()
     quiet[0, 1] = 0.5
-    assert V.verdict(quiet, wall, np.array([False, False]), where(("a.c", 10, 0), ("a.c", 20, 1)),
-                     ["main/loop", "main/kernel"], total_time=128.0, cpu=V.CpuEvidence(cpu)) == []
+    assert V.verdict(quiet, wall, *args, total_time=128.0, cpu=V.CpuEvidence(cpu, load_stretch=2.5)) == []

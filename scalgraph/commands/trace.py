@@ -89,6 +89,10 @@ def cpu_evidence(trace, path: str):
         return None, (f"the profiles in {run_dir} measured no thread-CPU time ({why}); a delay is not checked for "
                       "being real work")
     cpu = np.where(prof.calls > 0, 0.0, prof.time)
+    from scalgraph.analysis.mpi_cost import ranks_per_core
+    from scalgraph.analysis.whatif import rank_stretch
+    # other jobs' share of the stretch (as detect's load_stretch): the run's own ranks per core left out
+    load = float(max(np.median(rank_stretch(prof)) / ranks_per_core(prof), 1.0)) if prof.nranks else 1.0
     pairs = [(n, c) for n, c in zip(prof.meta.get("ranks_on_host") or [], prof.meta.get("cores") or []) if n and c]
     shared = any(n > c for n, c in pairs)
     how = (f"{max(n for n, _ in pairs)} ranks on a host with {min(c for _, c in pairs)} cores time-share them"
@@ -96,7 +100,10 @@ def cpu_evidence(trace, path: str):
     note = (f"real work: on each causing rank a computation delay is capped at (ranks - 1) x the rank's extra work "
             f"at its PSG vertex, its thread-CPU excess over the median rank stretched as its time there was "
             f"(profiles in {run_dir}; {how})")
-    return CpuEvidence(cpu, note, {"run_dir": str(run_dir), "time_shared": shared}), None
+    if load >= 1.05:
+        note += f"; other work on the machine stretched its computation {load:.2g}x, by which thread-CPU is scaled"
+    return CpuEvidence(cpu, note, {"run_dir": str(run_dir), "time_shared": shared, "load_stretch": load},
+                       load_stretch=load), None
 
 
 def psg_spans(trace, path: str) -> dict | None:

@@ -148,11 +148,10 @@ def build_report(fwd: ForwardResult, dl: DelayResult, cp: CriticalPath, top: int
     notes = list(notes or [])
     nranks = max(wall.shape[1], 1)         # the parallel replay's context holds no events
     if cpu is not None:
-        notes.append(f"root causes: computation whose extra work on some rank (thread-CPU at least "
-                     f"{verdicts.ABNORMAL_RATIO:g}x the median rank's, its excess stretched as the rank's time there "
-                     f"was) and the waiting it caused are each at least {100 * min_share:g} % of the run time "
-                     f"({min_share * total / nranks:.6g} s of {total / nranks:.6g} s); communication delays are "
-                     "listed under delay, never as a line cause")
+        notes.append(f"root causes: computation whose extra thread-CPU on some rank (at least "
+                     f"{verdicts.ABNORMAL_RATIO:g}x the median rank's there) and the waiting it caused are each at "
+                     f"least {100 * min_share:g} % of the run time ({min_share * total / nranks:.6g} s of "
+                     f"{total / nranks:.6g} s); communication delays are listed under delay, never as a line cause")
     else:
         notes.append(f"root causes: computation delays of at least {100 * min_share:g} % of the total time "
                      f"({min_share * total:.6g} s of {total:.6g} s summed over the ranks); communication delays "

@@ -10,18 +10,19 @@ paths that satisfy both:
     as `"kind": "communication"`), never a line cause.
 (b) size.  With the run's thread-CPU profile (rule (c)), the extra work itself must be worth
     fixing: on some rank whose thread-CPU at the vertex is at least ABNORMAL_RATIO (ScalAna's
-    AbnormThd, detect's default) times the median rank's, its extra work E (rule (c): the thread-CPU
-    excess stretched as the rank's own time there was) is at least `min_share` of the run time (the
-    total time over the ranks).  Extra work, not the delay it caused: on cores shared by several
-    ranks the others compute while the late rank works, so the waiting underestimates a real cause
-    (a 0.4 s loop in a 6.6 s 8-rank run caused 3.5 % of the total time).  Stretched, because the run
-    time it is compared with is stretched by the same time-sharing: a 0.4 s loop in a run that
-    other jobs slowed to 16 s at 8 ranks took 5 s of its rank's time, and compared as thread-CPU it
-    fell below 5 % of the run only because the machine was busy.  And the waiting it explains (its
-    capped cost) must be at least `min_share` of one rank's run time: extra work nobody waited for
-    is no cause of waiting.  The ratio keeps a balanced
-    kernel out: its ranks differ by 10-15 % of thread-CPU from cache and core sharing alone, which
-    stretched can reach the floor.  Without a profile: its cost is at least `min_share` of the
+    AbnormThd, detect's default) times the median rank's, its thread-CPU excess over the median rank
+    is at least `min_share` of the run time (the total time over the ranks), the floor `scalgraph
+    detect` applies to a computation; and the waiting it explains (its capped cost) is at least
+    `min_share` of one rank's run time: extra work nobody waited for is no cause of waiting.
+    Thread-CPU, not the delay it caused: on cores shared by several ranks the others compute while
+    the late rank works, so the waiting underestimates a real cause (a 0.4 s loop in a 6.6 s 8-rank
+    run caused 3.5 % of the total time), while a balanced kernel's ranks differ by 10-15 % of
+    thread-CPU from cache and core sharing alone, which the waiting can inflate (P - 1) times.  As
+    in detect, the thread-CPU is multiplied by the stretch other jobs on the machine added beyond the
+    run's own ranks per core (CpuEvidence.load_stretch): they stretch the run time it is compared
+    with but not thread-CPU (a 0.4 s loop in a run other jobs slowed to 16 s at 8 ranks was no cause).
+    Stretching by the rank's own time-sharing as well let a balanced kernel of PENNANT's control
+    through.  Without a profile: its cost is at least `min_share` of the
     total time, the run time summed over the ranks (Scalasca's 100 %; delay costs are waiting time
     summed over the ranks, so both are rank-seconds).  A 0.4 s loop on one rank of a 3 s 8-rank run
     that makes the 7 others wait costs about 2.8 of 24 rank-seconds, 12 %.
@@ -61,6 +62,10 @@ class CpuEvidence:
     cpu: np.ndarray
     note: str = ""
     details: dict = field(default_factory=dict)
+    # how much other work on the machine stretched the run's computation beyond its own ranks per
+    # core (scalgraph.analysis.detect.load_stretch): rule (b) compares thread-CPU times this with the
+    # wall-clock run time
+    load_stretch: float = 1.0
 
 
 def _excess(values: np.ndarray) -> np.ndarray:
@@ -107,16 +112,15 @@ def capped_costs(cost: np.ndarray, wall: np.ndarray, vertex: np.ndarray, cpu: np
     return out
 
 
-def abnormal_extra_work(vertex: int, wall: np.ndarray, cpu: np.ndarray, ratio: float = ABNORMAL_RATIO) -> float:
-    """Rule (b)'s size: the largest extra work E (wall-clock seconds) at a PSG vertex among the ranks
-    whose thread-CPU there is at least `ratio` times the median rank's; 0 without one.  `wall`:
-    [ranks] the trace's exclusive time at the vertex (all its call paths), `cpu` [rank, vertex]."""
+def abnormal_cpu_excess(vertex: int, cpu: np.ndarray, ratio: float = ABNORMAL_RATIO) -> float:
+    """Rule (b)'s size: the largest thread-CPU excess over the median rank at a PSG vertex among the
+    ranks whose thread-CPU there is at least `ratio` times the median rank's; 0 without one."""
     if not 0 <= vertex < cpu.shape[1] or cpu.shape[0] == 0:
         return 0.0
     col = cpu[:, vertex]
-    e = extra_work(np.asarray(wall, float)[None, :], col[None, :])[0]
-    abnormal = col >= ratio * np.median(col)
-    return float(e[abnormal].max()) if abnormal.any() else 0.0
+    med = np.median(col)
+    abnormal = col >= ratio * med
+    return float(col[abnormal].max() - med) if abnormal.any() else 0.0
 
 
 def verdict(cost: np.ndarray, wall: np.ndarray, is_mpi: np.ndarray, where: list[dict], names: list[str],
@@ -150,8 +154,7 @@ def verdict(cost: np.ndarray, wall: np.ndarray, is_mpi: np.ndarray, where: list[
         if total_time <= 0 or seconds <= 0:
             continue
         if cpu is not None and w["vertex"] >= 0:
-            at_vertex = np.flatnonzero(vertex == w["vertex"])
-            if (abnormal_extra_work(int(w["vertex"]), wall[at_vertex].sum(axis=0), cpu.cpu) < floor / nranks
+            if (abnormal_cpu_excess(int(w["vertex"]), cpu.cpu) * cpu.load_stretch < floor / nranks
                     or seconds < floor / nranks):
                 continue
         elif seconds < floor:
