@@ -86,18 +86,12 @@ def test_other_work_on_the_machine_lowers_the_computation_floor_not_the_programs
     runs, so that stretch changes nothing.  Other jobs that stretch it 10x leave 2.5x, by which the
     computation floor (thread-CPU against a wall-clock run time) is lowered."""
     from types import SimpleNamespace
-    from scalgraph.analysis.detect import load_stretch
-    from scalgraph.analysis.mpi_cost import ranks_per_core
-    from scalgraph.analysis.whatif import RankTimes
+    from scalgraph.analysis.mpi_cost import load_stretch, ranks_per_core
     prof = SimpleNamespace(nranks=8, meta={"ranks_on_host": [8] * 8, "cores": [2] * 8})
     assert ranks_per_core(prof) == 4.0
 
-    def times(stretch):
-        z = np.zeros(8)
-        return RankTimes(np.zeros((8, 1)), z, np.full(8, stretch), z)
-    assert load_stretch(times(4.0), prof, None) == 1.0
-    assert load_stretch(times(3.0), prof, None) == 1.0          # ranks that block share less: never below 1
-    assert load_stretch(times(10.0), prof, None) == 2.5
+    assert load_stretch(np.full(8, 4.0), prof, None) == 1.0
+    assert load_stretch(np.full(8, 3.0), prof, None) == 1.0          # ranks that block share less: never below 1
+    assert load_stretch(np.full(8, 10.0), prof, None) == 2.5
     alone = SimpleNamespace(nranks=2, meta={"ranks_on_host": [2, 2], "cores": [2, 2]})
-    assert load_stretch(RankTimes(np.zeros((2, 1)), np.zeros(2), np.array([3.0, 3.2]), np.zeros(2)),
-                        alone, None) == pytest.approx(3.1)
+    assert load_stretch(np.array([3.0, 3.2]), alone, None) == pytest.approx(3.1)

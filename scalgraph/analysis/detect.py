@@ -56,7 +56,7 @@ from scalgraph.analysis.constructs import Constructs, constructs, contexts
 from scalgraph.analysis.defaults import DEFAULT_MIN_SHARE
 from scalgraph.analysis.evidence_notes import evidence_notes, thin_evidence, typical_samples
 from scalgraph.analysis.merge import cluster_means, cluster_ranks, merge_ranks
-from scalgraph.analysis.mpi_cost import oversubscribed, own_cause_rules, ranks_per_core, volume_per_rank
+from scalgraph.analysis.mpi_cost import load_stretch, oversubscribed, own_cause_rules, volume_per_rank
 from scalgraph.analysis.ppg import build_ppg
 from scalgraph.analysis.scaling import fit_models, scaling_loss
 from scalgraph.analysis.segments import segment_excess
@@ -163,22 +163,12 @@ def summarise_scales(psg: PSG, cons: Constructs, profiles: Mapping[int, RunProfi
         noise = noise_of_samples(samples, is_mpi, hz)
         floor_p = min_share * program_time(prof, startup)
         # computation is sampled thread-CPU; the floor is wall time stretched by time-sharing alike
-        floor_cols = np.where(is_mpi, floor_p, floor_p / load_stretch(per_rank[p], prof, host_cores))
+        floor_cols = np.where(is_mpi, floor_p, floor_p / load_stretch(per_rank[p].stretch, prof, host_cores))
         abnormal[p] = abnormal_columns(own, wait, is_mpi, noise, abnorm_thd, floor_cols)
         vb[:, i], vc[:, i] = volume_per_rank(prof, cons, is_mpi)
         over[p] = oversubscribed(prof, host_cores)
     return ScaleSummary(scales, times, abnormal, y_total, y_own, y_max, y_se, y_max_se, _stack_reps(rep_cols, nc),
                         vb, vc, over, Big(prof, own, time, wait, samples), per_rank)
-
-
-def load_stretch(rt: RankTimes, prof: RunProfile, host_cores: int | None) -> float:
-    """How much other work on the machine stretched the run's computation: the median rank's wall
-    seconds per thread-CPU second of computation (about ranks/cores when its own ranks share cores),
-    over its ranks per core; at least 1.  The floors were set on runs with cores shared by the
-    program's own ranks only, which this leaves as they were."""
-    if not len(rt.stretch):
-        return 1.0
-    return float(max(np.median(rt.stretch) / ranks_per_core(prof, host_cores), 1.0))
 
 
 def _stack_reps(cols: list[np.ndarray | None], nc: int) -> np.ndarray | None:
@@ -276,7 +266,7 @@ def analyse(psg: PSG, profiles: Mapping[int, RunProfile], abnorm_thd: float = DE
     # which other jobs on the machine stretch while thread-CPU stays: compared with the floor as it
     # is, a 0.4 s loop fell below 5 % of a run other jobs slowed to 10 s.  So the computation floor is
     # the wall floor divided by the stretch beyond the run's own ranks per core (load_stretch).
-    stretch = load_stretch(sm.rank_times[scales[-1]], prof, host_cores)
+    stretch = load_stretch(sm.rank_times[scales[-1]].stretch, prof, host_cores)
     cpu_floor = floor / stretch
     evidence = thin_evidence(prof, cpu_floor)
     thin, _, rank_error = evidence

@@ -57,6 +57,16 @@ def ranks_per_core(profile: RunProfile, host_cores: int | None = None) -> float:
     return max(n / (host_cores or os.cpu_count() or 1), 1.0)
 
 
+def load_stretch(rank_stretch: np.ndarray, profile: RunProfile, host_cores: int | None = None) -> float:
+    """How much other work on the machine stretched the run's computation: the median rank's wall
+    seconds per thread-CPU second of computation (`rank_stretch` [R]; about ranks/cores when its own
+    ranks share cores), over its ranks per core; at least 1.  The floors were set on runs with cores
+    shared by the program's own ranks only, which this leaves as they were."""
+    if not len(rank_stretch):
+        return 1.0
+    return float(max(np.median(rank_stretch) / ranks_per_core(profile, host_cores), 1.0))
+
+
 def volume_per_rank(profile: RunProfile, cons: Constructs, is_mpi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """([C] bytes, [C] calls): per MPI construct (`is_mpi` [C]), the median over the ranks that
     called it of what one rank moved / how many calls it made (0 where nobody called, and for

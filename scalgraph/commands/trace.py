@@ -89,10 +89,9 @@ def cpu_evidence(trace, path: str):
         return None, (f"the profiles in {run_dir} measured no thread-CPU time ({why}); a delay is not checked for "
                       "being real work")
     cpu = np.where(prof.calls > 0, 0.0, prof.time)
-    from scalgraph.analysis.mpi_cost import ranks_per_core
+    from scalgraph.analysis.mpi_cost import load_stretch
     from scalgraph.analysis.whatif import rank_stretch
-    # other jobs' share of the stretch (as detect's load_stretch): the run's own ranks per core left out
-    load = float(max(np.median(rank_stretch(prof)) / ranks_per_core(prof), 1.0)) if prof.nranks else 1.0
+    load = load_stretch(rank_stretch(prof), prof)   # other jobs' share of the stretch, as detect's floors
     pairs = [(n, c) for n, c in zip(prof.meta.get("ranks_on_host") or [], prof.meta.get("cores") or []) if n and c]
     shared = any(n > c for n, c in pairs)
     how = (f"{max(n for n, _ in pairs)} ranks on a host with {min(c for _, c in pairs)} cores time-share them"

@@ -63,7 +63,7 @@ class CpuEvidence:
     note: str = ""
     details: dict = field(default_factory=dict)
     # how much other work on the machine stretched the run's computation beyond its own ranks per
-    # core (scalgraph.analysis.detect.load_stretch): rule (b) compares thread-CPU times this with the
+    # core (scalgraph.analysis.mpi_cost.load_stretch): rule (b) compares thread-CPU times this with the
     # wall-clock run time
     load_stretch: float = 1.0
 
