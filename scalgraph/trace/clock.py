@@ -51,7 +51,10 @@ P2P, BARRIER, NXN, ONE_TO_N, N_TO_ONE, SCAN, INIT_FINALIZE = range(7)
 MESSAGE_KINDS = ("point-to-point receive before its send", "collective exit before the last enter",
                  "N x N exit before the last sending enter", "1-to-N exit before the root's enter",
                  "N-to-1 root exit before a sender's enter", "scan exit before a lower rank's enter",
-                 "MPI_Init/Finalize exit before the last enter")
+                 "MPI_Init/Finalize exit before the last enter",
+                 # OpenMP (clock_hybrid.py: FORK, JOIN, OMP_BARRIER, LOCK)
+                 "OpenMP worker started before its fork", "OpenMP join before a worker's region exit",
+                 "OpenMP barrier exit before the last enter", "OpenMP lock acquired before its release")
 
 _NXN = {"allreduce", "allgather", "allgatherv", "alltoall", "reduce_scatter", "reduce_scatter_block"}
 _ONE_TO_N = {"bcast", "scatter", "scatterv"}
@@ -74,10 +77,11 @@ class ClockParams:
     l_min_p2p: float = 1e-6      # minimum latency of a point-to-point message
     l_min_coll: float = 1e-6     # minimum latency of a collective's logical messages
     slope: float = 0.01          # initial slope of the backward-amortisation ramp
+    l_min_omp: float = 1e-8      # minimum latency between threads (fork, join, barrier, lock; shared memory)
 
     def __post_init__(self):
         if not (self.delta >= 0 and 0 < self.gamma <= 1 and self.l_min_p2p >= 0 and self.l_min_coll >= 0
-                and self.slope > 0):
+                and self.slope > 0 and self.l_min_omp >= 0):
             raise UserError("clock correction parameters: need delta >= 0, 0 < gamma <= 1, l_min >= 0, slope > 0")
 
 
@@ -106,19 +110,22 @@ class ClockReport:
     max_jump: float = 0.0
     max_shift: float = 0.0                   # largest total forward move of any event
     params: ClockParams = field(default_factory=ClockParams)
+    openmp: dict | None = None               # threaded traces: the hybrid correction's OpenMP messages
 
     def as_dict(self) -> dict:
         """What the correction found and did, for the JSON report."""
         v = self.violations
         kinds = np.bincount(v["kind"], minlength=len(MESSAGE_KINDS)) if len(v) else np.zeros(len(MESSAGE_KINDS), int)
         p = self.params
-        return {"violations_before_correction": int(len(v)),
+        extra = {} if self.openmp is None else {"openmp": self.openmp}
+        return {**extra, "violations_before_correction": int(len(v)),
                 "violations_by_kind": {MESSAGE_KINDS[k]: int(n) for k, n in enumerate(kinds.tolist()) if n},
                 "largest_violation": float(v["amount"].max()) if len(v) else 0.0,
                 "offsets_applied": self.offsets_applied, "controlled_logical_clock": self.corrected,
                 "receives_moved": self.jumps, "largest_jump": self.max_jump, "largest_shift": self.max_shift,
                 "parameters": {"gamma": p.gamma, "delta": p.delta, "min_latency_p2p": p.l_min_p2p,
-                               "min_latency_collective": p.l_min_coll, "slope": p.slope}}
+                               "min_latency_collective": p.l_min_coll, "slope": p.slope,
+                               **({"min_latency_openmp": p.l_min_omp} if self.openmp is not None else {})}}
 
     def summary(self) -> str:
         v = self.violations
@@ -132,6 +139,10 @@ class ClockReport:
         for row in v[np.argsort(-v["amount"], kind="stable")[:3]] if len(v) else []:
             lines.append(f"  rank {row['recv_rank']} event {row['recv_index']} is {row['amount'] * 1e6:.3f} us early "
                          f"for rank {row['send_rank']} event {row['send_index']} ({MESSAGE_KINDS[row['kind']]})")
+        if self.openmp is not None:
+            n = self.openmp["logical_messages"]
+            lines.append("hybrid controlled logical clock (seed 004 §V): OpenMP logical messages "
+                         + ", ".join(f"{v} {k}" for k, v in n.items()))
         if self.offsets_applied:
             lines.append("timestamps adjusted by linear interpolation of the measured clock offsets")
         if self.corrected:
@@ -314,10 +325,12 @@ def interpolate_offsets(trace: tm.Trace) -> bool:
 
 # ----------------------------------------------------------------------------------- correction
 
-def correct_clocks(trace: tm.Trace, params: ClockParams = ClockParams(), force: bool = False
-                   ) -> tuple[tm.Trace, ClockReport]:
+def correct_clocks(trace: tm.Trace, params: ClockParams = ClockParams(), force: bool = False,
+                   openmp: bool = True) -> tuple[tm.Trace, ClockReport]:
     """Offset interpolation (if the trace has offsets), then, when violations remain (or `force`),
     the controlled logical clock.  Returns a new Trace (the input is not modified) and a report.
+    A trace with OpenMP threads as locations gets the hybrid clock of seed 004 §V (clock_hybrid.py:
+    fork, join, barrier and lock messages between threads); `openmp=False` corrects it as pure MPI.
     A rank whose times do not change keeps the input's event array (shared, not copied: a copy
     would hold every event twice during the analysis)."""
     shared = list(trace.events)
@@ -335,6 +348,11 @@ def correct_clocks(trace: tm.Trace, params: ClockParams = ClockParams(), force: 
         out.meta.pop("clock_offsets", None)
     flat = matching.flatten(out)
     lm = logical_messages(out, params, flat)
+    if any(c >= tm.OMP_TEAM_BASE for c in out.comms):
+        from scalgraph.trace import clock_hybrid
+        lm = clock_hybrid.hybrid_messages(out, flat, lm, params, openmp)
+        if openmp:
+            report.openmp = {"logical_messages": clock_hybrid.summary(lm)}
     report.violations = _violations(flat.ev["time"], flat, lm, 0.0)
     if len(report.violations) == 0 and not force:
         return out, report
