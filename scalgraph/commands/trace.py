@@ -27,6 +27,9 @@ def add_arguments(p) -> None:
                           "(default %(default)s)")
     clc.add_argument("--clc-min-latency-collective", type=float, default=None, metavar="S",
                      help="minimum latency of a collective's logical messages (default: --clc-min-latency)")
+    clc.add_argument("--clc-min-latency-omp", type=float, default=1e-8, metavar="S",
+                     help="minimum latency between OpenMP threads (fork, join, barrier, lock hand-over) in the "
+                          "hybrid correction of traces with threads (default %(default)s)")
     clc.add_argument("--write-corrected", metavar="FILE",
                      help="also write the clock-corrected trace: JSON for *.json, an OTF2 archive for *.otf2 "
                           "(anchor FILE, data in the directory of FILE's stem), else scalgraph binary")
@@ -146,7 +149,8 @@ def clock_params(args):
     from scalgraph.trace.clock import ClockParams
     lat = args.clc_min_latency
     coll = lat if args.clc_min_latency_collective is None else args.clc_min_latency_collective
-    return ClockParams(delta=args.clc_delta, gamma=args.clc_gamma, l_min_p2p=lat, l_min_coll=coll)
+    return ClockParams(delta=args.clc_delta, gamma=args.clc_gamma, l_min_p2p=lat, l_min_coll=coll,
+                       l_min_omp=args.clc_min_latency_omp)
 
 
 def analyse(trace, clock_correction: bool = True, top: int = 10, source: str = "", min_share: float = 0.05,
