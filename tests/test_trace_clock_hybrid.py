@@ -198,3 +198,20 @@ def test_random_hybrid_traces_keep_every_relation_after_the_hybrid_correction():
         mpi, _ = correct_clocks(trace, params, openmp=False)
         induced += len(clock_hybrid.openmp_violations(mpi)) > 0
     assert induced >= 3
+
+
+def test_command_line_sets_the_openmp_latency(tmp_path, capsys):
+    """`scalgraph trace --clc-min-latency-omp` reaches the hybrid correction: the report shows the
+    parameter and the OpenMP messages, and the corrected trace has the worker at 8 + 0.25."""
+    import json
+    from scalgraph import cli
+    from scalgraph.io.trace_read import read_trace, write_trace
+    path, fixed = tmp_path / "hybrid.json", tmp_path / "fixed.json"
+    write_trace(fork_after_late_message(), str(path), "json")
+    assert cli.main(["trace", str(path), "--json", "--clc-delta", "0", "--clc-gamma", "1", "--clc-min-latency", "1",
+                     "--clc-min-latency-omp", "0.25", "--write-corrected", str(fixed)]) == 0
+    clc = json.loads(capsys.readouterr().out)["clock_correction"]
+    assert clc["parameters"]["min_latency_openmp"] == 0.25
+    assert clc["openmp"]["logical_messages"]["fork"] == 1
+    worker = read_trace(str(fixed)).events[2]["time"].tolist()
+    assert worker[2] == pytest.approx(8.25)
