@@ -1,21 +1,25 @@
 """What-if checked against the real fix: for each sample with a planted cause, the gain scalgraph
 predicts for fixing it next to the gain measured by running the fixed program.
 
-Per sample: build it once with the compile wrapper; K times (--repeat K) `scalgraph run -n 2,4,8` the
-program as it is (plain and, with --modes trace, traced), then again with SAMPLE_FIXED=1 in the
-environment (every sample with a planted cause skips it then; samples/README.md).  The measured gain
-at p is the median wall time of the broken runs minus the median of the fixed runs; the predicted gain
-is the median over the K broken runs of the `whatif` of the root cause `scalgraph detect --json`
-(profile mode) or `scalgraph trace --json EXP` (trace mode: diagnosed at the largest traced scale,
-re-timed at each) reports on the planted lines.  A prediction is good when it is within 15 % of the measured gain or within 3 % of the run
-time, whichever is larger (issue 14).  The control (`balanced`, no planted cause) is run broken only:
-its prediction is the largest gain of any cause reported, good when none is.
+Per sample: build it once with the compile wrapper; K times (--repeat K), at each of 2, 4, 8 ranks,
+run the program as it is and, right after or right before, with SAMPLE_FIXED=1 in the environment
+(every sample with a planted cause skips it then; samples/README.md), plain and, with --modes trace,
+traced.  The two variants of one scale run back to back, broken first in even repetitions and fixed
+first in odd ones, so that the machine's load (other jobs come and go) hits both alike.  The measured
+gain at p is the median wall time of the K broken runs minus the median of the K fixed runs; the
+predicted gain is the median over the K broken experiments of the `whatif` of the root cause
+`scalgraph detect --json` (profile mode) or `scalgraph trace --json EXP` (trace mode: diagnosed at the
+largest traced scale, re-timed at each) reports on the planted lines, computed after the runs.  A
+prediction is good when it is within 15 % of the measured gain or within 3 % of the run time,
+whichever is larger (issue 14).  The control (`balanced`, no planted cause) is run broken only: its
+prediction is the largest gain of any cause reported, good when none is.
 
     .venv/bin/python benchmarks/bench_whatif.py                      # all samples, 3 repetitions
     .venv/bin/python benchmarks/bench_whatif.py --samples cg --repeat 1 --modes profile
 
-The two variants alternate, one repetition each, so the machine's load changes them alike; a loaded machine still widens the error (the measured gain is a difference of two noisy
-times): read the figures from a quiet machine.
+A loaded machine still widens the error (the measured gain is a difference of two noisy times, and
+the load stretches the broken run's waiting differently from the fixed run's): read the figures with
+the load they were taken at.
 """
 from __future__ import annotations
 
@@ -56,23 +60,26 @@ def scalgraph(*args: str, cwd: pathlib.Path, env: dict | None = None) -> subproc
                           env=env, timeout=3600)
 
 
-def run(exe: pathlib.Path, exp: pathlib.Path, scales: str, fixed: bool, trace: bool,
-        reuse: bool = False) -> dict[int, float]:
-    """One run of the program at every scale (the broken or the fixed variant): wall time per scale.
-    `reuse`: an experiment already there (--work DIR --reuse) is read, not run again."""
-    if reuse and (exp / "experiment.json").is_file():
+def run(exe: pathlib.Path, exp: pathlib.Path, p: int, fixed: bool, trace: bool, reuse: bool = False) -> float | None:
+    """One run of the program (the broken or the fixed variant) at p ranks, added to the experiment
+    `exp` (`scalgraph run` resumes an experiment with a new scale): its wall time.  `reuse`: a run
+    already in the experiment (--work DIR --reuse) is read, not run again."""
+    def wall() -> float | None:
+        if not (exp / "experiment.json").is_file():
+            return None
         runs = json.loads((exp / "experiment.json").read_text())["runs"]
-        return {int(r["scale"]): float(r["wall_time"]) for r in runs if r.get("status") == "ok"}
+        return next((float(r["wall_time"]) for r in runs if r.get("status") == "ok" and int(r["scale"]) == p), None)
+    if reuse and wall() is not None:
+        return wall()
     env = dict(os.environ)
     env.pop("SAMPLE_FIXED", None)
     if fixed:
         env["SAMPLE_FIXED"] = "1"
-    args = ["run", "-n", scales, "-o", str(exp), *(["--trace"] if trace else []), "--", str(exe)]
+    args = ["run", "-n", str(p), "-o", str(exp), *(["--trace"] if trace else []), "--", str(exe)]
     res = scalgraph(*args, cwd=exe.parent, env=env)
     if res.returncode != 0:
         raise RuntimeError(f"scalgraph run failed for {exe.name}: {res.stderr.strip().splitlines()[-1:]}")
-    runs = json.loads((exp / "experiment.json").read_text())["runs"]
-    return {int(r["scale"]): float(r["wall_time"]) for r in runs if r.get("status") == "ok"}
+    return wall()
 
 
 def on_planted(cause: dict, rc: dict) -> bool:
@@ -147,24 +154,27 @@ def main(argv: list[str] | None = None) -> int:
             exe = work / name if args.reuse and (work / name).is_file() else build(name, work)
             rc = expected(name)["root_cause"]
             asked = [int(x) for x in args.scales.split(",")]
-            scales = ",".join(str(p) for p in asked if p in expected(name)["scales"]) or args.scales
+            scales = [p for p in asked if p in expected(name)["scales"]] or asked
             for mode in modes:
                 trace = mode == "trace"
                 walls: dict[bool, dict[int, list[float]]] = {False: {}, True: {}}
                 preds: dict[int, list[float]] = {}
-                # the variants alternate, one repetition each, so a change of the machine's load
-                # between them moves both alike; the control has no fixed variant
+                variants = (False, True) if rc else (False,)
                 for k in range(args.repeat):
-                    for fixed in ((False, True) if rc else (False,)):
-                        exp = work / f"{mode}-{'fixed' if fixed else 'broken'}-{k}"
-                        for p, w in run(exe, exp, scales, fixed, trace, args.reuse).items():
-                            walls[fixed].setdefault(p, []).append(w)
-                        if not fixed:
-                            for p, g in ((predicted_trace if trace else predicted_profile)(exp, rc) or {}).items():
-                                preds.setdefault(p, []).append(g)
+                    exps = {fixed: work / f"{mode}-{'fixed' if fixed else 'broken'}-{k}" for fixed in variants}
+                    # broken and fixed run back to back at each scale, first one then the other first
+                    # (ABBA), so that a change of the machine's load moves both alike; the prediction
+                    # is made after the runs, not between them
+                    for p in scales:
+                        for fixed in (variants if k % 2 == 0 else variants[::-1]):
+                            w = run(exe, exps[fixed], p, fixed, trace, args.reuse)
+                            if w is not None:
+                                walls[fixed].setdefault(p, []).append(w)
+                    for p, g in ((predicted_trace if trace else predicted_profile)(exps[False], rc) or {}).items():
+                        preds.setdefault(p, []).append(g)
                 for p in sorted(walls[False]):
                     broken = statistics.median(walls[False][p])
-                    meas = broken - statistics.median(walls[True][p]) if rc else 0.0
+                    meas = broken - statistics.median(walls[True].get(p, [broken])) if rc else 0.0
                     pred = statistics.median(preds[p]) if preds.get(p) else None
                     rows.append({"sample": name, "mode": mode, "p": p, "run_time": broken,
                                  "measured_gain": meas, "predicted_gain": pred,

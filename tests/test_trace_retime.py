@@ -114,6 +114,25 @@ def test_a_call_whose_message_was_early_keeps_its_own_part_from_its_entry():
     assert res.gain == pytest.approx(1.4)
 
 
+def test_a_call_that_waited_takes_the_own_part_of_calls_that_did_not_once_its_message_is_early():
+    """Rank 1 receives twice from rank 0: the first message (sent at 0) was there when rank 1 entered
+    at 0.5, and that MPI_Recv took 0.1 (its own part); the second was sent at 3, after rank 0's work,
+    and the MPI_Recv entered at 1 completed 0.5 after it (a transfer: on a crowded machine the waiting
+    receiver runs again only later).  The trace does not show the second call's own part: it is the
+    first's, 0.1, not the 0.5 that followed the send.  Fixing the work (3 -> the lower median 0): rank
+    0 sends both at 0; the first receive ends max(0.5 + 0.1, 0 + min(0.1, 0.5)) = 0.6, the second
+    max(1 + 0.1, 0 + 0.5) = 1.1 (keeping 0.5 from the entry would give 1.5).  The run: 3.5 -> 1.1."""
+    b = Builder(2)
+    b.enter(0, 0, "main").send(0, 0, 0, dst=1).work(0, 0, 3, "solve").send(0, 3, 3, dst=1).exit(0, 3, "main")
+    b.enter(1, 0, "main").work(1, 0, 0.5, "other").recv(1, 0.5, 0.6, src=0).work(1, 0.6, 1, "other")
+    b.recv(1, 1, 3.5, src=0).exit(1, 3.5, "main")
+    fwd, cp = context(b)
+    assert retime(fwd.ctx, [cp["main/solve"]], np.zeros(2)).time == pytest.approx(fwd.ctx.time)
+    res = retime(fwd.ctx, [cp["main/solve"]], shrink_fractions(fwd.ctx, fwd.excl_time, [cp["main/solve"]]))
+    assert end_times(fwd.ctx, res.time) == pytest.approx([0.0, 1.1])
+    assert res.gain == pytest.approx(2.4)
+
+
 def test_one_sided_late_post_and_early_wait_move_with_the_post():
     """GATS: target 1 works 5 (late), posts [5, 5.1] and waits [5.1, 6.6]; origin 0 works 1, its
     MPI_Win_start [1, 5.3] waits for the post (ready 5, own 0.3), puts [5.3, 6], completes [6, 6.5]
@@ -121,7 +140,8 @@ def test_one_sided_late_post_and_early_wait_move_with_the_post():
     one-sided calls that waited took 0.3 and 0.6 after: a transfer of 0.45 (their median).  Fixing
     rank 1's work (5 -> the lower median 0): the post enters at 0; the start ends max(1 + 0.3,
     0 + 0.3) = 1.3, the put [1.3, 2], the complete max(2 + 0.5, 0 + 0.45) = 2.5; the wait ends
-    max(0.1 + 0.6, 2 + 0.6) = 2.6.  The run: 6.6 -> 2.6."""
+    max(0.1 + 0.5, 2 + 0.6) = 2.6 (its own part not shown: the early call's 0.5, below the 0.6 it
+    showed).  The run: 6.6 -> 2.6."""
     from test_trace_rma import build as rma_build, call, put
     b = Builder(2)
     b.enter(1, 0, "main").work(1, 0, 5, "late")
