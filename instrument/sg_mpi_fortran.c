@@ -179,29 +179,46 @@ void mpi_wait_(F *req, F *status, F *ierr) {
     F_END(SG_WAITING)
 }
 
-void mpi_waitall_(F *n, F *reqs, F *statuses, F *ierr) {
-    NEED(pmpi_waitall_);
-    enum { MAXF = 128 };
+/* Array calls (Waitall, Testall, Waitany): copies of the request handles, which the call overwrites.
+ * Arrays longer than MAXF, and calls from inside MPI, pass straight through: timed by nobody, still
+ * correct.  Returns the count, or -1 for a pass-through. */
+enum { MAXF = 128 };
+static int save_requests(const F *n, const F *reqs, MPI_Request saved[MAXF]) {
     int count = *n;
-    if (count > MAXF || count < 0 || sg_thread_self()->in_mpi) {
-        pmpi_waitall_(n, reqs, statuses, ierr);   /* large arrays: timed by nobody, still correct */
-        return;
-    }
-    MPI_Request saved[MAXF];
-    F local[MAXF * SG_F_STATUS_SIZE];
-    F *st = statuses == MPI_F_STATUSES_IGNORE ? local : statuses;
+    if (count > MAXF || count < 0 || sg_thread_self()->in_mpi)
+        return -1;
     for (int i = 0; i < count; i++)
         saved[i] = PMPI_Request_f2c(reqs[i]);
-    F_BEGIN("MPI_Waitall", pmpi_waitall_(n, reqs, st, ierr))
-    if (*ierr == MPI_SUCCESS) {
-        uint64_t recv_share, send_share;
-        sg_wait_shares(saved, NULL, count, dt_, &recv_share, &send_share);
-        for (int i = 0; i < count; i++) {
-            MPI_Status cst;
-            to_c_status(&st[i * SG_F_STATUS_SIZE], &cst);
-            sg_req_complete(saved[i], &cst, v_, recv_share, send_share);
-        }
+    return count;
+}
+
+/* the Fortran statuses to pass: `local` stands in when the program passed MPI_STATUSES_IGNORE */
+static F *fstatuses(F *statuses, F *local) { return statuses == MPI_F_STATUSES_IGNORE ? local : statuses; }
+
+/* records every request of a completed array call; `dt` is the time spent waiting (0 for a test) */
+static void complete_all(const MPI_Request *saved, const F *st, int count, uint32_t v, uint64_t dt) {
+    uint64_t recv_share, send_share;
+    sg_wait_shares(saved, NULL, count, dt, &recv_share, &send_share);
+    for (int i = 0; i < count; i++) {
+        MPI_Status cst;
+        to_c_status(&st[i * SG_F_STATUS_SIZE], &cst);
+        sg_req_complete(saved[i], &cst, v, recv_share, send_share);
     }
+}
+
+void mpi_waitall_(F *n, F *reqs, F *statuses, F *ierr) {
+    NEED(pmpi_waitall_);
+    MPI_Request saved[MAXF];
+    int count = save_requests(n, reqs, saved);
+    if (count < 0) {
+        pmpi_waitall_(n, reqs, statuses, ierr);
+        return;
+    }
+    F local[MAXF * SG_F_STATUS_SIZE];
+    F *st = fstatuses(statuses, local);
+    F_BEGIN("MPI_Waitall", pmpi_waitall_(n, reqs, st, ierr))
+    if (*ierr == MPI_SUCCESS)
+        complete_all(saved, st, count, v_, dt_);
     F_END(SG_WAITING)
 }
 
@@ -295,41 +312,30 @@ void mpi_test_(F *req, F *flag, F *status, F *ierr) {
    exchange completes with MPI_TESTALL; without it the trace had unmatched messages) */
 void mpi_testall_(F *n, F *reqs, F *flag, F *statuses, F *ierr) {
     NEED(pmpi_testall_);
-    enum { MAXF = 128 };
-    int count = *n;
-    if (count > MAXF || count < 0 || sg_thread_self()->in_mpi) {
-        pmpi_testall_(n, reqs, flag, statuses, ierr);   /* large arrays: timed by nobody, still correct */
+    MPI_Request saved[MAXF];
+    int count = save_requests(n, reqs, saved);
+    if (count < 0) {
+        pmpi_testall_(n, reqs, flag, statuses, ierr);
         return;
     }
-    MPI_Request saved[MAXF];
     F local[MAXF * SG_F_STATUS_SIZE];
-    F *st = statuses == MPI_F_STATUSES_IGNORE ? local : statuses;
-    for (int i = 0; i < count; i++)
-        saved[i] = PMPI_Request_f2c(reqs[i]);
+    F *st = fstatuses(statuses, local);
     F_BEGIN("MPI_Testall", pmpi_testall_(n, reqs, flag, st, ierr))
     if (sg_trace_on && *ierr == MPI_SUCCESS && *flag)
         sg_trace_poll_hit(t_);
-    if (*ierr == MPI_SUCCESS && *flag) {
-        for (int i = 0; i < count; i++) {
-            MPI_Status cst;
-            to_c_status(&st[i * SG_F_STATUS_SIZE], &cst);
-            sg_req_complete(saved[i], &cst, v_, 0, 0);
-        }
-    }
+    if (*ierr == MPI_SUCCESS && *flag)
+        complete_all(saved, st, count, v_, 0);
     F_END(SG_NOT_WAITING)
 }
 
 void mpi_waitany_(F *n, F *reqs, F *index, F *status, F *ierr) {
     NEED(pmpi_waitany_);
-    enum { MAXF = 128 };
-    int count = *n;
-    if (count > MAXF || count < 0 || sg_thread_self()->in_mpi) {
+    MPI_Request saved[MAXF];
+    int count = save_requests(n, reqs, saved);
+    if (count < 0) {
         pmpi_waitany_(n, reqs, index, status, ierr);
         return;
     }
-    MPI_Request saved[MAXF];
-    for (int i = 0; i < count; i++)
-        saved[i] = PMPI_Request_f2c(reqs[i]);
     F local[SG_F_STATUS_SIZE];
     F *st = fstatus(status, local);
     F_BEGIN("MPI_Waitany", pmpi_waitany_(n, reqs, index, st, ierr))
