@@ -51,6 +51,11 @@ def _where(fwd: ForwardResult) -> list[dict]:
 _loc = verdicts._loc
 
 
+def _floats(values: np.ndarray) -> list[float]:
+    """A numeric array as a list of Python floats (tolist, not a float() per element)."""
+    return np.asarray(values, dtype=np.float64).tolist()
+
+
 def _rank_summary(values: np.ndarray) -> dict:
     return {"max": float(values.max()), "max_rank": int(values.argmax()), "mean": float(values.mean()),
             "min": float(values.min())}
@@ -85,7 +90,7 @@ def build_report(fwd: ForwardResult, dl: DelayResult, cp: CriticalPath, top: int
     def cp_entry(c: int, per_rank: np.ndarray) -> dict:
         return {"callpath": names[c], "where": _loc(where[c]), "vertex": where[c]["vertex"],
                 "seconds": float(per_rank.sum()), "percent": pct(float(per_rank.sum())),
-                "ranks": _rank_summary(per_rank), "per_rank": [float(x) for x in per_rank]}
+                "ranks": _rank_summary(per_rank), "per_rank": _floats(per_rank)}
 
     tree = []
     for i, pat in enumerate(patterns.PATTERNS):
@@ -170,7 +175,7 @@ def build_report(fwd: ForwardResult, dl: DelayResult, cp: CriticalPath, top: int
     # every call path on the path (largest first), then those off it that ran (largest activity first)
     listed = sorted((c for c in range(len(per_cp_path)) if per_cp_path[c] > 0 or busy[c] > 0),
                     key=lambda c: (-per_cp_path[c], -busy[c], c))
-    per_rank = lambda a: [float(x) for x in a]  # noqa: E731
+    per_rank = _floats
     for c in listed:
         e = cp_entry(c, cp.profile[c])
         e.update(on_path=bool(per_cp_path[c] > 0),
@@ -188,17 +193,8 @@ def build_report(fwd: ForwardResult, dl: DelayResult, cp: CriticalPath, top: int
         path.append(e)
     segments = [[int(r), float(a), float(b)] for r, a, b in zip(cp.seg_rank, cp.seg_start, cp.seg_end)]
 
-    instances = []
     t = ctx.time
-    for i, pat in enumerate(patterns.PATTERNS):
-        rows = fwd.waits[fwd.waits["pattern"] == i]
-        if len(rows) == 0:
-            continue
-        for w in rows[np.argsort(-rows["wait"], kind="stable")]:
-            c = int(ctx.nest.callpath[w["op"]])
-            instances.append({"pattern": pat.name, "seconds": float(w["wait"]), "rank": int(w["rank"]),
-                              "enter_time": float(t[w["op"]]), "callpath": names[c], "where": _loc(where[c]),
-                              "causer": int(w["causer"])})
+    instances = instance_table(fwd.waits, t, ctx.nest.callpath, names, [_loc(w) for w in where])
 
     return {"source": source, "ranks": ctx.nranks, "events": ctx.nevents, "callpaths": ctx.ncallpaths,
             "run_length": float(t.max() - t.min()) if len(t) else 0.0, "total_time": total,
@@ -231,10 +227,35 @@ def wait_table(ctx, dl: DelayResult) -> list[dict]:
             "wait_in_interval": dl.wait_in_interval, "scale": dl.scale, "gamma": dl.gamma, "direct": dl.direct,
             "indirect": dl.indirect}
     cols = {k: np.asarray(v, float)[order].tolist() for k, v in cols.items()}
-    pat, rank, causer = w["pattern"][order].tolist(), w["rank"][order].tolist(), w["causer"][order].tolist()
+    pat = [_PATTERN_NAMES[p] for p in w["pattern"][order].tolist()]
+    rank, causer = w["rank"][order].tolist(), w["causer"][order].tolist()
     ent, pr = enter[order].tolist(), prop[order].tolist()
-    return [{"pattern": patterns.PATTERNS[pat[i]].name, "rank": rank[i], "enter_time": ent[i], "causer": causer[i],
-             **{k: v[i] for k, v in cols.items()}, "propagating": pr[i]} for i in range(len(order))]
+    # one dict display per row over zipped columns (no per-row indexing: 10^5 waits in a few ms)
+    return [{"pattern": p, "rank": r, "enter_time": e, "causer": c, "seconds": s, "distributed": d,
+             "sum_delta": sd, "wait_in_interval": wi, "scale": sc, "gamma": g, "direct": di, "indirect": ind,
+             "propagating": pp}
+            for p, r, e, c, s, d, sd, wi, sc, g, di, ind, pp in
+            zip(pat, rank, ent, causer, *cols.values(), pr)]
+
+
+_PATTERN_NAMES = [p.name for p in patterns.PATTERNS]
+
+
+def instance_table(waits: np.ndarray, time: np.ndarray, callpath: np.ndarray, names: list[str],
+                   locs: list[str]) -> list[dict]:
+    """Every wait state as an instance: grouped by pattern (in the pattern tree's order), the most
+    severe first within a pattern (ties in replay order).  Columns gathered with numpy, one dict per
+    row built from zipped lists."""
+    pat = waits["pattern"].astype(np.int64)
+    keep = np.flatnonzero((pat >= 0) & (pat < len(_PATTERN_NAMES)))
+    order = keep[np.lexsort((-waits["wait"][keep], pat[keep]))]      # lexsort is stable: ties in replay order
+    rows = waits[order]
+    cps = callpath[rows["op"]].tolist()
+    return [{"pattern": _PATTERN_NAMES[p], "seconds": s, "rank": r, "enter_time": e, "callpath": names[c],
+             "where": locs[c], "causer": k}
+            for p, s, r, e, c, k in zip(pat[order].tolist(), rows["wait"].astype(float).tolist(),
+                                        rows["rank"].tolist(), time[rows["op"]].astype(float).tolist(), cps,
+                                        rows["causer"].tolist())]
 
 
 def limited(report: dict, top: int) -> dict:
@@ -255,9 +276,46 @@ def limited(report: dict, top: int) -> dict:
     return out
 
 
+_ENCODE = json.JSONEncoder(separators=(",", ":")).encode     # the C encoder (json.dump with indent is pure Python)
+_ROWS_PER_WRITE = 4096
+
+
 def write_json(report: dict, out) -> None:
-    json.dump(report, out, indent=1)
+    """The complete report as JSON: one key per line down the dicts, one line per element of a list
+    of records (call paths, instances, waits), each encoded by the C encoder; streamed in chunks, so
+    neither the time nor the memory grows with an indenting pure-Python encoder's."""
+    _write_value(report, out, 0)
     out.write("\n")
+
+
+def _write_value(value, out, depth: int) -> None:
+    pad, sep = " " * (depth + 1), ",\n"
+    if isinstance(value, dict) and value:
+        out.write("{\n")
+        for k, (key, v) in enumerate(value.items()):
+            out.write(f"{sep if k else ''}{pad}{_ENCODE(_json_key(key))}:")
+            _write_value(v, out, depth + 1)
+        out.write(f"\n{' ' * depth}}}")
+    elif isinstance(value, (list, tuple)) and any(isinstance(v, (dict, list, tuple)) for v in value):
+        out.write("[\n")
+        for i in range(0, len(value), _ROWS_PER_WRITE):
+            out.write((",\n" if i else "") + ",\n".join(pad + _ENCODE(v) for v in value[i:i + _ROWS_PER_WRITE]))
+        out.write(f"\n{' ' * depth}]")
+    else:
+        out.write(_ENCODE(value))
+
+
+def _json_key(key) -> str:
+    """A dict key as json turns it into a string (3 -> "3", True -> "true", None -> "null")."""
+    if isinstance(key, str):
+        return key
+    if key is None or isinstance(key, bool):
+        return {None: "null", True: "true", False: "false"}[key]
+    if isinstance(key, int):
+        return int.__repr__(key)
+    if isinstance(key, float):
+        return _ENCODE(key)
+    raise TypeError(f"keys must be str, int, float, bool or None, not {type(key).__name__}")
 
 
 def _subtree(tree: list[dict], key: str) -> set[str]:
@@ -286,12 +344,13 @@ def _escaped(value):
 
 
 def write_text(report: dict, out, top: int = 10) -> None:
+    """The terminal rendering: the largest `top` items of each section.  Only what is printed is
+    escaped (_escaped per item shown): the complete report holds a row per wait state."""
     clock = [printable(line) for line in (report["clock"] or "").splitlines()]
-    report = _escaped({**report, "clock": ""})
     w = out.write
     locs = report.get("locations")
     who = (f"{len({r for r, _ in locs})} ranks with {len(locs)} threads" if locs else f"{report['ranks']} ranks")
-    w(f"scalgraph trace {report['source']}: {who}, {report['events']} events, "
+    w(f"scalgraph trace {_escaped(report['source'])}: {who}, {report['events']} events, "
       f"run length {report['run_length']:.6g} s, total time {report['total_time']:.6g} s\n")
     for line in clock:
         w(f"  clock: {line}\n")
@@ -300,7 +359,7 @@ def write_text(report: dict, out, top: int = 10) -> None:
     if found:
         w(f"\nRoot causes ({len(found)}): computation that made other ranks wait, in seconds of waiting caused and "
           f"% of the total time\n")
-        for k, c in enumerate(found[:top], 1):
+        for k, c in enumerate(map(_escaped, found[:top]), 1):
             ranks = ", ".join(f"{r} ({v:.3f} s)" for r, v in sorted(c["ranks"].items(), key=lambda kv: -kv[1])[:4])
             real = ("" if not report["cpu_checked"] else
                     f", {100 * c['real_work']:.0f} % of its delay cost backed by extra thread-CPU work")
@@ -312,7 +371,7 @@ def write_text(report: dict, out, top: int = 10) -> None:
         w("\nNo root cause: no computation delay reaches "
           f"{100 * report['min_share']:g} % of the total time (the delay costs below are the account)\n")
     for n in report["notes"]:
-        w(f"  note: {n}\n")
+        w(f"  note: {_escaped(n)}\n")
 
     w("\nWait states (pattern tree; inclusive seconds, % of total time; top call paths and ranks)\n")
     depth = {None: -1}
@@ -325,16 +384,18 @@ def write_text(report: dict, out, top: int = 10) -> None:
         if p in hidden or p["key"] in openmp:   # one-sided patterns: only what is non-zero (summary line below)
             continue
         ind = "  " * depth[p["key"]]
+        top3 = [_escaped(c) for c in p["callpaths"][:3]]
+        p = _escaped({k: v for k, v in p.items() if k != "callpaths"})
         value = _s(p["seconds"]) if p["unit"] == "sec" else f"{p['seconds']:10.0f} {p['unit']}"
         w(f"  {ind}{p['name']:<{34 - len(ind)}} {value} {p['percent']:6.2f} %\n")
         if p["key"] in ("time", "mpi", "p2p", "collective", "synchronization", "init_exit", "rma", "rma_sync",
                         "rma_active", "rma_passive", "rma_window", "rma_comm", "omp"):
             continue
         if p["unit"] != "sec":
-            for c in p["callpaths"][:3]:
+            for c in top3:
                 w(f"  {ind}    {c['seconds']:.0f} {p['unit']}  {c['callpath']}  {c['where']}\n")
             continue
-        for c in p["callpaths"][:3]:
+        for c in top3:
             r = c["ranks"]
             w(f"  {ind}    {c['seconds']:.6f} s  {c['callpath']}  {c['where']}  "
               f"(max {r['max']:.6f} s on {_who(locs, r['max_rank'])}, mean {r['mean']:.6f} s)\n")
@@ -348,7 +409,7 @@ def write_text(report: dict, out, top: int = 10) -> None:
     cl = d["classification"]
     w(f"\nDelay costs (what caused the {cl['waiting_time']:.6f} s of waiting, Scalasca's accounting; short-term = "
       f"direct waits caused, long-term = waits propagated further)\n")
-    for c in d["root_causes"][:top]:
+    for c in map(_escaped, d["root_causes"][:top]):
         w(f"  {c['seconds']:10.6f} s ({c['percent_of_waiting']:5.1f} % of waiting)  {c['kind']:<13}  "
           f"short {c['short_term']:.6f}  long {c['long_term']:.6f}  {c['callpath']}  {c['where']}  "
           f"(mostly {_who(locs, c['ranks']['max_rank'])})\n")
@@ -364,7 +425,7 @@ def write_text(report: dict, out, top: int = 10) -> None:
     c = report["critical_path"]
     w(f"\nCritical path ({c['length']:.6f} s over {c['segments']} segments; imbalance = path time - mean time "
       f"per rank)\n")
-    for e in [e for e in c["callpaths"] if e["on_path"]][:top]:
+    for e in map(_escaped, [e for e in c["callpaths"] if e["on_path"]][:top]):
         w(f"  {e['seconds']:10.6f} s {e['percent_of_path']:5.1f} %  imbalance {e['imbalance']:.6f} s  "
           f"impact {e['imbalance_impact']:.6f} s  {e['callpath']}  {e['where']}\n")
 
@@ -375,6 +436,7 @@ def write_text(report: dict, out, top: int = 10) -> None:
             shown[i["pattern"]] = shown.get(i["pattern"], 0) + 1
             if shown[i["pattern"]] > min(top, 5):
                 continue
+            i = _escaped(i)
             cause = f", caused by {_who(locs, i['causer'])}" if i["causer"] >= 0 else ""
             w(f"  {i['pattern']:<26} {i['seconds']:.6f} s  {_who(locs, i['rank'])} at t={i['enter_time']:.6f}  "
               f"{i['callpath']}  {i['where']}{cause}\n")
