@@ -133,6 +133,22 @@ def test_a_call_that_waited_takes_the_own_part_of_calls_that_did_not_once_its_me
     assert res.gain == pytest.approx(2.4)
 
 
+def test_mpi_finalize_ends_when_the_last_rank_entered_it():
+    """MPI_Finalize synchronises all ranks: rank 0 works 3 and is in MPI_Finalize [3, 3.2] (the last to
+    enter: its own part 0.2); rank 1 entered at 1 and left at 3.3, 0.3 after rank 0's entry (its
+    transfer; its own part, not shown, is rank 0's 0.2).  Fixing the work (3 -> the lower median 0):
+    rank 0 ends max(0 + 0.2, 1 + min(0.2, 0.3)) = 1.2, rank 1 max(1 + 0.2, 1 + 0.3) = 1.3 (without
+    the synchronisation rank 1 would keep its 2.3 s in the call).  The run: 3.3 -> 1.3."""
+    b = Builder(2)
+    b.enter(0, 0, "main").work(0, 0, 3, "solve").work(0, 3, 3.2, "MPI_Finalize").exit(0, 3.2, "main")
+    b.enter(1, 0, "main").work(1, 0, 1, "other").work(1, 1, 3.3, "MPI_Finalize").exit(1, 3.3, "main")
+    fwd, cp = context(b)
+    assert retime(fwd.ctx, [cp["main/solve"]], np.zeros(2)).time == pytest.approx(fwd.ctx.time)
+    res = retime(fwd.ctx, [cp["main/solve"]], shrink_fractions(fwd.ctx, fwd.excl_time, [cp["main/solve"]]))
+    assert end_times(fwd.ctx, res.time) == pytest.approx([1.2, 1.3])
+    assert res.gain == pytest.approx(2.0)
+
+
 def test_one_sided_late_post_and_early_wait_move_with_the_post():
     """GATS: target 1 works 5 (late), posts [5, 5.1] and waits [5.1, 6.6]; origin 0 works 1, its
     MPI_Win_start [1, 5.3] waits for the post (ready 5, own 0.3), puts [5.3, 6], completes [6, 6.5]
