@@ -10,13 +10,20 @@ The "block" rows read one quarter of the ranks, as one of 4 parallel-replay proc
     .venv/bin/python benchmarks/bench_otf2_read.py                     # 10^6 events, 16 ranks
     .venv/bin/python benchmarks/bench_otf2_read.py --events 3200000 --ranks 64
     .venv/bin/python benchmarks/bench_otf2_read.py --analyse          # also the whole `scalgraph trace`
+    .venv/bin/python benchmarks/bench_otf2_read.py --events 1000000 --ranks 16 --analyse --against e562101
 
 --analyse also runs the whole analysis, `scalgraph trace traces.otf2` (text; with --json too when
 --json-output is given), in a fresh process each: wall and CPU seconds from the start of the
 command (imports done) to its end, events/s of both, and the peak resident memory over the
 interpreter's (imports done, no trace), per event.  Then one more process times each phase in CPU
 seconds (read, validation, clock correction, replay, delay costs, critical path, report, what-if,
-text), which says where the time goes.
+text of the complete report as the command prints it, JSON with --json-output), which says where
+the time goes.
+
+--against REV (implies --analyse) runs the same analysis with that git revision's scalgraph package
+(`git archive REV scalgraph` into a temporary directory, imported from there) on the same archive,
+alternating with the current tree run by run, and prints both side by side with the ratios; the
+load average is printed before and after (the CPU figures are the steadier ones on a busy machine).
 """
 from __future__ import annotations
 
@@ -108,22 +115,73 @@ cp = phase("critical path", lambda: critical_path.critical_path(fwd))
 res = phase("report", lambda: report.build_report(fwd, dl, cp, top=10, clock=rep.summary(),
                                                   clock_correction=rep.as_dict()))
 phase("what-if", lambda: retime.add_whatif(res["root_causes"], fwd, None))
-lim = phase("report.limited", lambda: report.limited(res, 10))
-phase("text", lambda: report.write_text(lim, io.StringIO()))
+phase("text", lambda: report.write_text(res, io.StringIO()))     # the complete report, as the command prints it
+if sys.argv[2:] == ["json"]:
+    phase("json", lambda: report.write_json(res, io.StringIO()))
 print(json.dumps(rows))
 """
 
 
-def analyse_in_child(path: str, extra: list[str]) -> dict:
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+
+
+def analyse_in_child(path: str, extra: list[str], tree: pathlib.Path = ROOT) -> dict:
+    """`python -c` imports scalgraph from its working directory: `tree` is the code measured."""
     out = subprocess.run([sys.executable, "-c", ANALYSE, path, *extra], capture_output=True, text=True,
-                         check=True, cwd=pathlib.Path(__file__).resolve().parent.parent)
+                         check=True, cwd=tree)
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def phases_in_child(path: str) -> list:
-    out = subprocess.run([sys.executable, "-c", PHASES, path], capture_output=True, text=True,
-                         check=True, cwd=pathlib.Path(__file__).resolve().parent.parent)
+def phases_in_child(path: str, tree: pathlib.Path = ROOT, json_too: bool = False) -> list:
+    out = subprocess.run([sys.executable, "-c", PHASES, path, *(["json"] if json_too else [])],
+                         capture_output=True, text=True,
+                         check=True, cwd=tree)
     return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def tree_at(rev: str, into: str) -> pathlib.Path:
+    """That revision's scalgraph package alone, unpacked under `into` (no worktree left behind)."""
+    out = pathlib.Path(into) / f"rev-{rev}"
+    out.mkdir()
+    archive = subprocess.run(["git", "-C", str(ROOT), "archive", rev, "scalgraph"], capture_output=True, check=True)
+    subprocess.run(["tar", "-x", "-C", str(out)], input=archive.stdout, check=True)
+    return out
+
+
+def load() -> str:
+    return " ".join(f"{x:.1f}" for x in os.getloadavg())
+
+
+def analyse_side_by_side(path: str, n: int, args, trees: dict) -> None:
+    """The whole `scalgraph trace` with each tree, alternating run by run; medians."""
+    print(f"whole analysis of the OTF2 archive, medians of {args.repeat} runs, each in a fresh process"
+          + (", trees alternating" if len(trees) > 1 else "") + f"; load average {load()}")
+    print(f"{'command':<32}{'code':>10}{'wall s':>8}{'events/s':>12}{'CPU s':>8}{'events/s':>12}{'peak MB':>9}"
+          f"{'B/ev':>7}")
+    commands = (("scalgraph trace", []), ("scalgraph trace --json", ["--json"]))[:1 + args.json_output]
+    for label, extra in commands:
+        runs: dict = {name: [] for name in trees}
+        for _ in range(args.repeat):
+            for name, tree in trees.items():
+                runs[name].append(analyse_in_child(path, extra, tree))
+        med = {}
+        for name, rs in runs.items():
+            wall = statistics.median(r["wall"] for r in rs)
+            cpu = statistics.median(r["cpu"] for r in rs)
+            peak = statistics.median(r["peak"] for r in rs)
+            grow = statistics.median(r["peak"] - r["base"] for r in rs)
+            med[name] = (wall, cpu, grow)
+            print(f"{label:<32}{name:>10}{wall:>8.2f}{n / wall:>12,.0f}{cpu:>8.2f}{n / cpu:>12,.0f}"
+                  f"{peak / 2**20:>9.0f}{grow / n:>7.0f}")
+        if len(trees) > 1:
+            (_, (w0, c0, g0)), (old, (w1, c1, g1)) = list(med.items())[:2]
+            print(f"{'':<32}{'ratio':>10}  {old} / current: wall {w1 / w0:.2f}x, CPU {c1 / c0:.2f}x, "
+                  f"memory {g1 / max(g0, 1):.2f}x")
+    for name, tree in trees.items():
+        rows = phases_in_child(path, tree, args.json_output)
+        print(f"CPU seconds per phase [{name}]: " + ", ".join(f"{k} {sec:.2f}" for k, sec in rows)
+              + f"; total {sum(sec for _, sec in rows):.2f}")
+    print(f"load average after: {load()}")
 
 
 def read_in_child(path: str, lo: int = -1, hi: int = -1) -> dict:
@@ -139,7 +197,10 @@ def main(argv=None) -> int:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--analyse", action="store_true", help="also time the whole `scalgraph trace` on the OTF2 archive")
     ap.add_argument("--json-output", action="store_true", help="with --analyse: also `scalgraph trace --json`")
+    ap.add_argument("--against", metavar="REV", help="also analyse with this git revision's scalgraph, alternating "
+                                                       "(implies --analyse)")
     args = ap.parse_args(argv)
+    args.analyse = args.analyse or bool(args.against)
     from bench_replay import synthetic_trace
     from scalgraph.io.trace_read import write_trace
     trace = synthetic_trace(args.events, args.ranks)
@@ -173,20 +234,10 @@ def main(argv=None) -> int:
                 print(f"{label:<22}{ev:>10}{sec:>9.3f}{ev / sec:>13,.0f}{peak:>11.1f}{held:>11.1f}"
                       f"{sizes[fmt] / n:>11.1f}")
         if args.analyse:
-            print(f"whole analysis of the OTF2 archive, medians of {args.repeat} runs, each in a fresh process")
-            print(f"{'command':<32}{'wall s':>8}{'events/s':>12}{'CPU s':>8}{'events/s':>12}{'peak MB':>9}"
-                  f"{'B/ev':>7}")
-            for label, extra in (("scalgraph trace", []), ("scalgraph trace --json", ["--json"]))[:1 + args.json_output]:
-                runs = [analyse_in_child(paths["otf2"], extra) for _ in range(args.repeat)]
-                wall = statistics.median(r["wall"] for r in runs)
-                cpu = statistics.median(r["cpu"] for r in runs)
-                peak = statistics.median(r["peak"] for r in runs)
-                grow = statistics.median(r["peak"] - r["base"] for r in runs)
-                print(f"{label:<32}{wall:>8.2f}{n / wall:>12,.0f}{cpu:>8.2f}{n / cpu:>12,.0f}{peak / 2**20:>9.0f}"
-                      f"{grow / n:>7.0f}")
-            rows = phases_in_child(paths["otf2"])
-            print("CPU seconds per phase: " + ", ".join(f"{name} {sec:.2f}" for name, sec in rows)
-                  + f"; total {sum(sec for _, sec in rows):.2f}")
+            trees = {"current": ROOT}
+            if args.against:
+                trees[args.against] = tree_at(args.against, tmp)
+            analyse_side_by_side(paths["otf2"], n, args, trees)
     return 0
 
 
