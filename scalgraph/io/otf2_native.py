@@ -20,6 +20,9 @@ import numpy as np
 SOURCE = pathlib.Path(__file__).with_name("otf2_events.c")
 # the records are EVENT_DTYPE events (struct sg_otf2_record); kinds beyond EVENT_KINDS:
 REQUEST_LOCK, ACQUIRE_LOCK, PROGRAM_BEGIN, PROGRAM_END = 100, 101, 102, 103
+# OpenMP lock records (Score-P ThreadAcquireLock / ThreadReleaseLock): request = lock id, tag =
+# acquisition order; io/trace_omp.py turns them into lock hand-overs
+THREAD_ACQUIRE_LOCK, THREAD_RELEASE_LOCK = 104, 105
 
 _lib = None
 _failed = False

@@ -435,22 +435,90 @@ def with_master_context(master: np.ndarray, worker: np.ndarray, par: np.ndarray,
 
 
 def as_scorep(trace):
-    """A trace with threads -> (the ranks' MPI threads without the team synchronisation, fork regions
-    and lock hand-overs; [(rank, thread, ENTER/EXIT events of the thread without its fork regions)]):
-    what Score-P records, from which threads_from_regions rebuilds the rest.  Lock hand-overs are
-    not kept (OTF2's ThreadAcquireLock records are not written)."""
+    """A trace with threads -> (the ranks' MPI threads without the team synchronisation and fork
+    regions; [(rank, thread, ENTER/EXIT and lock events of the thread without its fork regions)]):
+    what Score-P records, from which threads_from_regions rebuilds the rest.  Lock hand-overs become
+    OpenMP lock records (lock_records) in place of their SEND and RECV."""
     from dataclasses import replace
     from scalgraph.model.trace import ENTER, EXIT
+    from scalgraph.io.otf2_native import THREAD_ACQUIRE_LOCK
     fork = np.array([r.name.startswith("!$omp fork") for r in trace.regions] + [False])
+    events = lock_records(trace)
 
     def plain(ev, enter_exit_only):
         reg = np.where(ev["region"] >= 0, ev["region"], len(fork) - 1)
         keep = ~fork[reg] & (ev["comm"] < OMP_TEAM_BASE)
         if enter_exit_only:
-            keep &= (ev["kind"] == ENTER) | (ev["kind"] == EXIT)
+            keep &= (ev["kind"] == ENTER) | (ev["kind"] == EXIT) | (ev["kind"] >= THREAD_ACQUIRE_LOCK)
         return ev[keep]
     ranks = [i for i, (_, th) in enumerate(trace.locations) if th == 0]
-    threads = [(r, th, plain(trace.events[i], True)) for i, (r, th) in enumerate(trace.locations) if th > 0]
-    mpi = replace(trace, events=[plain(trace.events[i], False) for i in ranks], locations=[],
+    threads = [(r, th, plain(events[i], True)) for i, (r, th) in enumerate(trace.locations) if th > 0]
+    mpi = replace(trace, events=[plain(events[i], False) for i in ranks], locations=[],
                   comms={c: m for c, m in trace.comms.items() if c < OMP_TEAM_BASE})
     return mpi, threads
+
+
+# --- OpenMP lock records (OTF2 ThreadAcquireLock / ThreadReleaseLock, as Score-P writes them) ---------
+# A record carries the lock id (kept in the event's `request`) and the acquisition order (in `tag`):
+# an acquisition with order n waited for the release with order n - 1 (Score-P numbers a lock's
+# acquisitions; a release carries the number of the acquisition it ends).  A hand-over in a trace is
+# a SEND (release) and RECV (next acquisition, another thread) on the team communicator, tag = lock.
+
+def lock_records(trace) -> list[np.ndarray]:
+    """Each location's events with the lock hand-overs as lock records: the j-th hand-over of a lock
+    (by time) becomes a release with order 2j and an acquisition with order 2j + 1.  Acquisitions
+    that no other thread waited for are not written (no hand-over reads back from them)."""
+    from scalgraph.io.otf2_native import THREAD_ACQUIRE_LOCK, THREAD_RELEASE_LOCK
+    from scalgraph.model.trace import RECV, SEND
+    events = list(trace.events)
+    sides: dict[tuple[int, int, int], list] = {}     # (rank, lock, SEND or RECV) -> [(time, loc, index)]
+    for loc, ev in enumerate(events):
+        rank = trace.locations[loc][0] if trace.locations else loc
+        for i in np.flatnonzero(((ev["kind"] == SEND) | (ev["kind"] == RECV)) & (ev["comm"] >= OMP_TEAM_BASE)).tolist():
+            sides.setdefault((rank, int(ev["tag"][i]), int(ev["kind"][i])), []).append((float(ev["time"][i]), loc, i))
+    if not sides:
+        return events
+    events = [ev.copy() for ev in events]
+    for (rank, lock, kind), items in sides.items():
+        if kind != SEND:
+            continue
+        sends, recvs = sorted(items), sorted(sides.get((rank, lock, RECV), []))
+        for j, ((_, sl, si), (_, rl, ri)) in enumerate(zip(sends, recvs)):
+            for loc, i, k, order in ((sl, si, THREAD_RELEASE_LOCK, 2 * j), (rl, ri, THREAD_ACQUIRE_LOCK, 2 * j + 1)):
+                e = events[loc]
+                e["kind"][i], e["request"][i], e["tag"][i], e["peer"][i], e["comm"][i] = k, lock, order, -1, -1
+    return events
+
+
+def lock_handovers(events: list[np.ndarray], locations: list, meta: dict) -> list[np.ndarray]:
+    """Lock records read from OTF2 -> hand-overs: the release with order n - 1 on one thread sends to
+    the acquisition with order n of the same lock on another thread of the rank (SEND / RECV on the
+    team communicator, tag = lock id, peers as location indices); the other records are dropped.
+    Lock ids are per process (Score-P)."""
+    from scalgraph.io.otf2_native import THREAD_ACQUIRE_LOCK, THREAD_RELEASE_LOCK
+    from scalgraph.model.trace import RECV, SEND
+    rel: dict[tuple[int, int, int], tuple[int, int]] = {}     # (rank, lock, order) -> (loc, index)
+    acq: list[tuple[int, int, int, int, int]] = []           # (rank, lock, order, loc, index)
+    for loc, ev in enumerate(events):
+        rank = locations[loc][0] if locations else loc
+        for i in np.flatnonzero(ev["kind"] >= THREAD_ACQUIRE_LOCK).tolist():
+            key = (rank, int(ev["request"][i]), int(ev["tag"][i]))
+            if ev["kind"][i] == THREAD_RELEASE_LOCK:
+                rel[key] = (loc, i)
+            elif ev["kind"][i] == THREAD_ACQUIRE_LOCK:
+                acq.append((*key, loc, i))
+    out = [ev.copy() for ev in events]
+    handovers = 0
+    for rank, lock, order, loc, i in acq:
+        prev = rel.get((rank, lock, order - 1))
+        if prev is None or prev[0] == loc or not locations:
+            continue
+        (pl, pi), comm = prev, OMP_TEAM_BASE + rank
+        for where, at, kind, peer in ((pl, pi, SEND, loc), (loc, i, RECV, pl)):
+            e = out[where]
+            e["kind"][at], e["peer"][at], e["tag"][at], e["comm"][at] = kind, peer, lock, comm
+            e["request"][at], e["region"][at] = -1, -1
+        handovers += 1
+    if acq:
+        meta.setdefault("openmp", {})["lock_handovers"] = handovers
+    return [ev[ev["kind"] < THREAD_ACQUIRE_LOCK] for ev in out]

@@ -42,6 +42,7 @@ import sys
 import numpy as np
 
 from scalgraph.errors import UserError
+from scalgraph.io.otf2_native import THREAD_ACQUIRE_LOCK, THREAD_RELEASE_LOCK
 from scalgraph.io.safe_read import MAX_JSON_DEPTH, json_depth
 from scalgraph.model.trace import (EVENT_DTYPE, COLL_BEGIN, COLL_END, ENTER, EXIT, IRECV, IRECV_REQUEST, ISEND,
                                    ISEND_COMPLETE, RECV, REQUEST_CANCELLED, RMA_ACC, RMA_GET, RMA_PUT,
@@ -173,7 +174,7 @@ def _read_archive(anchor, stem, reader, reader_cm, ranks=None) -> Trace:
         workers = {}
         for ref, raw in _location_records(reader, locations + threads, arc):
             if ref in thread_of:               # OpenMP threads: their regions (the constructs are regions)
-                keep = (raw["kind"] == ENTER) | (raw["kind"] == EXIT)
+                keep = (raw["kind"] == ENTER) | (raw["kind"] == EXIT) | (raw["kind"] >= THREAD_ACQUIRE_LOCK)
                 workers[ref] = raw[keep]
                 continue
             r = rank_of[ref]
@@ -195,6 +196,9 @@ def _read_archive(anchor, stem, reader, reader_cm, ranks=None) -> Trace:
                 regions, events, [(thread_of[ref][0], workers[ref]) for ref in order])
             comms.update(teams)
             meta["openmp"] = {"threads": len(locs), **stats}
+        if any(bool((ev["kind"] >= THREAD_ACQUIRE_LOCK).any()) for ev in events):   # OpenMP lock records
+            from scalgraph.io import trace_omp
+            events = trace_omp.lock_handovers(events, locs, meta)
         return Trace(regions=regions, comms=comms, events=events, windows=windows, meta=meta,
                      program_begin=begin, program_end=end, locations=locs)
     except (UserError, MemoryError):
@@ -298,6 +302,10 @@ def _python_records(reader, locations, arc):
         "RmaReleaseLock": lambda loc, t, u, a, w, p, lid: add((loc, t, 0, 0, Q, N, p, 0, w, RMA_SYNC)),
         "ProgramBegin": lambda loc, t, u, a, *name_args: add((loc, t, 0, 0, Q, N, N, 0, N, PROGRAM_BEGIN)),
         "ProgramEnd": lambda loc, t, u, a, status: add((loc, t, status & (2**64 - 1), 0, Q, N, N, 0, N, PROGRAM_END)),
+        "ThreadAcquireLock": lambda loc, t, u, a, model, lid, order: add((loc, t, 0, 0, lid, N, N, order, N,
+                                                                         THREAD_ACQUIRE_LOCK)),
+        "ThreadReleaseLock": lambda loc, t, u, a, model, lid, order: add((loc, t, 0, 0, lid, N, N, order, N,
+                                                                         THREAD_RELEASE_LOCK)),
     }
     handle = reader._get_global_evt_reader_handle(locations)
     cbs = _otf2.GlobalEvtReaderCallbacks_New()
@@ -326,6 +334,8 @@ def _python_records(reader, locations, arc):
         ev["request"] = np.where(request < 0, -1, request)
         yield loc._ref, ev
 
+
+_PARADIGM_OPENMP = 3     # OTF2_PARADIGM_OPENMP (otf2.enums.Paradigm.OPENMP), of OpenMP lock records
 
 # OTF2 LockType (EXCLUSIVE 0, SHARED 1) <-> our RMA_SYNC tag of MPI_Win_lock (docs/rma-patterns.md)
 _TAG_EXCLUSIVE, _TAG_SHARED = 1, 2
@@ -650,8 +660,14 @@ def write_otf2(trace: Trace, anchor: str | os.PathLike) -> None:
             for rank, th, tev in threads:          # OpenMP workers: regions only
                 out = w.event_writer_from_location(d.location(f"OMP thread {th}", type=LocationType.CPU_THREAD,
                                                               group=groups[rank]))
-                for t, kind, g in zip((np.rint(tev["time"] * RESOLUTION).astype(np.int64) + zero).tolist(),
-                                      tev["kind"].tolist(), tev["region"].tolist()):
+                for t, kind, g, lock, order in zip(
+                        (np.rint(tev["time"] * RESOLUTION).astype(np.int64) + zero).tolist(), tev["kind"].tolist(),
+                        tev["region"].tolist(), tev["request"].tolist(), tev["tag"].tolist()):
+                    if kind == THREAD_ACQUIRE_LOCK or kind == THREAD_RELEASE_LOCK:
+                        lock_event = otf2.events.ThreadAcquireLock if kind == THREAD_ACQUIRE_LOCK \
+                            else otf2.events.ThreadReleaseLock
+                        out(lock_event(t, Paradigm.OPENMP, lock, order))
+                        continue
                     out((otf2.events.Enter if kind == ENTER else otf2.events.Leave)(t, region_def[g]))
             if len(json.dumps(saved["exceptions"], separators=(",", ":"))) > _INLINE_BYTES:
                 _write_fields_file(archive_dir / name / FIELDS_FILE, saved.pop("exceptions"))
@@ -798,6 +814,9 @@ def _write_rank(w, loc, trace, rank, region_def, comm_def, win_def, init_idx, fi
             root = UNDEFINED_U32 if peer < 0 else comm_rank[comm][peer]
             put("MpiCollectiveEnd", t, _collective_op(trace, stack, CollectiveOp), cref[comm],
                                              root, nbytes, nrecv)
+        elif kind == THREAD_ACQUIRE_LOCK or kind == THREAD_RELEASE_LOCK:     # OpenMP lock (trace_omp.as_scorep)
+            put("ThreadAcquireLock" if kind == THREAD_ACQUIRE_LOCK else "ThreadReleaseLock", t, _PARADIGM_OPENMP,
+                req, tag)
         elif kind in (RMA_PUT, RMA_GET, RMA_ACC, RMA_SYNC):
             remote = win_rank[comm].get(peer, UNDEFINED_U32)
             mid = req if req >= 0 else UNDEFINED_U64
@@ -880,7 +899,8 @@ _CARRIED = {ENTER: ("region",), EXIT: ("region",), SEND: ("peer", "tag", "comm",
             IRECV_REQUEST: ("request",), REQUEST_CANCELLED: ("request",), COLL_BEGIN: (),
             COLL_END: ("peer", "comm", "bytes", "bytes_recv"), RMA_PUT: ("peer", "comm", "bytes", "request"),
             RMA_GET: ("peer", "comm", "bytes", "request"), RMA_ACC: ("peer", "comm", "bytes", "bytes_recv", "request"),
-            RMA_SYNC: ("peer", "comm")}
+            RMA_SYNC: ("peer", "comm"), THREAD_ACQUIRE_LOCK: ("tag", "request"),
+            THREAD_RELEASE_LOCK: ("tag", "request")}
 
 
 def _unrepresented(trace: Trace, rank: int, zero: int, begin_comm: bool, sync_tags: dict) -> dict:
