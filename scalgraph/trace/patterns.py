@@ -232,18 +232,28 @@ def _completion(kind, pattern_key, senders_only):
     return evaluate
 
 
-def _late_broadcast(ctx, found):
-    out = [_rows(0)]
-    for ci, op, end, en, ex, sent, recvd in _instances(ctx, "1ton"):
-        rc = root_columns(ctx, ci, end)
-        ok = rc >= 0
-        rows = np.arange(len(op))
-        en_root = en[rows, np.maximum(rc, 0)]
-        col = np.arange(op.shape[1])[None, :]
-        wait = waitops.wait_until(en, ex, en_root[:, None])
-        wait = np.where((col != rc[:, None]) & (recvd > 0) & ok[:, None], wait, 0.0)
-        out.append(_coll_rows("late_broadcast", ci, op, wait, np.maximum(rc, 0)))
-    return np.concatenate(out)
+def _root_wait(kind, pattern_key, receivers_only):
+    """Every member but the root waits until the root enters; the root is the causer.  1-to-n
+    (Late Broadcast: only members that receive bytes) and the OpenMP fork (Idle Threads)."""
+    def evaluate(ctx, found):
+        out = [_rows(0)]
+        for ci, op, end, en, ex, sent, recvd in _instances(ctx, kind):
+            rc = root_columns(ctx, ci, end)
+            ok = rc >= 0
+            rows = np.arange(len(op))
+            en_root = en[rows, np.maximum(rc, 0)]
+            col = np.arange(op.shape[1])[None, :]
+            wait = waitops.wait_until(en, ex, en_root[:, None])
+            waits = (col != rc[:, None]) & ok[:, None]
+            if receivers_only:
+                waits &= recvd > 0
+            wait = np.where(waits, wait, 0.0)
+            out.append(_coll_rows(pattern_key, ci, op, wait, np.maximum(rc, 0)))
+        return np.concatenate(out)
+    return evaluate
+
+
+_late_broadcast = _root_wait("1ton", "late_broadcast", receivers_only=True)
 
 
 def _early_reduce(ctx, found):
@@ -279,22 +289,11 @@ def _early_scan(ctx, found):
 
 # --- OpenMP (seed 000 §7; shared/notes/trace-analysis-reference.md §3.3) -----------------------
 
-def _idle_threads(ctx, found):
-    """A worker is idle from the end of its previous implicit task (or its rank's start) until the
-    master forks the next parallel region; the master, whose serial execution kept it idle, is the
-    causer (seed 000 §7.1).  The fork is a collective of the team whose root is the master:
-    ω_worker = min(En_master, Ex_worker) - En_worker."""
-    out = [_rows(0)]
-    for ci, op, end, en, ex, sent, recvd in _instances(ctx, "omp_fork"):
-        rc = root_columns(ctx, ci, end)
-        ok = rc >= 0
-        rows = np.arange(len(op))
-        en_root = en[rows, np.maximum(rc, 0)]
-        col = np.arange(op.shape[1])[None, :]
-        wait = waitops.wait_until(en, ex, en_root[:, None])
-        wait = np.where((col != rc[:, None]) & ok[:, None], wait, 0.0)
-        out.append(_coll_rows("omp_idle_threads", ci, op, wait, np.maximum(rc, 0)))
-    return np.concatenate(out)
+# Idle Threads: a worker is idle from the end of its previous implicit task (or its rank's start)
+# until the master forks the next parallel region; the master, whose serial execution kept it idle,
+# is the causer (seed 000 §7.1).  The fork is a collective of the team whose root is the master:
+# ω_worker = min(En_master, Ex_worker) - En_worker.
+_idle_threads = _root_wait("omp_fork", "omp_idle_threads", receivers_only=False)
 
 
 def lock_messages(ctx) -> np.ndarray:
