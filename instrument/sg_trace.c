@@ -21,8 +21,8 @@ static uint32_t nbuf_, nbytes_;
 static uint64_t t_prev_, block_t_prev_;   /* time of the last event; of the one before the block */
 static uint64_t nevents_, dropped_;
 static uint32_t flushes_, nblocks_;
-static int fd_ = -1, failed_, closed_;
-static char tmp_name_[4096], final_name_[4096];
+static int closed_;
+static struct sg_trace_file file_ = SG_TRACE_FILE_INIT;
 static const struct sg_thread *traced_;
 static char names_[MAX_NAMES][SG_TRACE_NAME_LEN];
 static uint8_t is_poll_[MAX_NAMES];   /* MPI_Test*, MPI_Iprobe, MPI_Improbe */
@@ -149,31 +149,21 @@ __attribute__((constructor)) static void sg_trace_start(void) {
 }
 #endif
 
-static int open_file(void) {
-    const char *dir = sg_out_dir();
-    snprintf(final_name_, sizeof final_name_, "%s/rank-%d.sgt", dir, (int)sg_run.rank);
+int sg_trace_file_open(struct sg_trace_file *f, const char *ext) {
+    snprintf(f->final_name, sizeof f->final_name, "%s/rank-%d.%s", sg_out_dir(), (int)sg_run.rank, ext);
     /* exclusive, unpredictable temporary name (a symlink planted there is never followed) */
-    fd_ = sg_open_temp(final_name_, tmp_name_, sizeof tmp_name_);
-    if (fd_ < 0) {
-        failed_ = 1;
-        fprintf(stderr, "scalgraph: cannot write the trace %s; set SCALGRAPH_OUT to a writable directory\n",
-                tmp_name_);
-        return -1;
-    }
-    struct sg_trace_file_header h = {.magic = "SGRAWTR", .version = SG_TRACE_VERSION,
-                                     .event_size = 0, .rank = sg_run.rank,
-                                     .nranks = sg_run.nranks, .header_size = sizeof h};
-    if (write(fd_, &h, sizeof h) != (ssize_t)sizeof h)
-        failed_ = 1;
-    return 0;
+    f->fd = sg_open_temp(f->final_name, f->tmp_name, sizeof f->tmp_name);
+    if (f->fd < 0)
+        f->failed = 1;
+    return f->fd;
 }
 
-static void write_all(const void *p, size_t n) {
+void sg_trace_file_write(struct sg_trace_file *f, const void *p, size_t n) {
     const char *c = p;
-    while (n > 0 && !failed_) {
-        ssize_t w = write(fd_, c, n);
+    while (n > 0 && !f->failed) {
+        ssize_t w = write(f->fd, c, n);
         if (w <= 0) {
-            failed_ = 1;
+            f->failed = 1;
             break;
         }
         c += w;
@@ -181,13 +171,38 @@ static void write_all(const void *p, size_t n) {
     }
 }
 
+void sg_trace_file_commit(struct sg_trace_file *f, const char *what) {
+    if (close(f->fd) != 0)
+        f->failed = 1;
+    f->fd = -1;
+    if (f->failed || rename(f->tmp_name, f->final_name) != 0) {
+        unlink(f->tmp_name);
+        fprintf(stderr, "scalgraph: cannot write the %s %s; set SCALGRAPH_OUT to a writable directory\n", what,
+                f->final_name);
+    }
+}
+
+static void write_all(const void *p, size_t n) { sg_trace_file_write(&file_, p, n); }
+
+static void open_file(void) {
+    if (sg_trace_file_open(&file_, "sgt") < 0) {
+        fprintf(stderr, "scalgraph: cannot write the trace %s; set SCALGRAPH_OUT to a writable directory\n",
+                file_.tmp_name);
+        return;
+    }
+    struct sg_trace_file_header h = {.magic = "SGRAWTR", .version = SG_TRACE_VERSION,
+                                     .event_size = 0, .rank = sg_run.rank,
+                                     .nranks = sg_run.nranks, .header_size = sizeof h};
+    write_all(&h, sizeof h);
+}
+
 /* before MPI_Init the rank is unknown, so the file is opened at the first flush after it */
 static void flush(void) {
     if (nbuf_ == 0)
         return;
-    if (fd_ < 0 && !failed_ && sg_run.initialized)
+    if (file_.fd < 0 && !file_.failed && sg_run.initialized)
         open_file();
-    if (fd_ >= 0 && !failed_) {
+    if (file_.fd >= 0 && !file_.failed) {
         struct sg_trace_block_header h = {.nevents = nbuf_, .nbytes = nbytes_, .t_prev = block_t_prev_};
         write_all(&h, sizeof h);
         write_all(kinds_, nbuf_);
@@ -399,7 +414,7 @@ static void close_file(void) {
         fprintf(stderr, "scalgraph: trace: %u functions called over %llu times for under %.3g us each were traced "
                 "only until then, as TAU throttles (SCALGRAPH_TRACE_THROTTLE=0 traces every call)\n", nthrottled_,
                 (unsigned long long)throttle_calls_, (double)throttle_ns_ / 1000.0);
-    if (fd_ < 0)
+    if (file_.fd < 0)
         return;
     write_all(names_, sizeof names_[0] * nnames_);
     uint32_t ns = nsamples_;   /* the sampler was stopped before MPI_Finalize got here */
@@ -432,14 +447,7 @@ static void close_file(void) {
                                        .npolls = np, .samples_bytes = (uint32_t)sbytes,
                                        .magic = {'S', 'G', 'R', 'A', 'W', 'E', 'N', 'D'}};
     write_all(&tr, sizeof tr);
-    if (close(fd_) != 0)
-        failed_ = 1;
-    fd_ = -1;
-    if (failed_ || rename(tmp_name_, final_name_) != 0) {
-        unlink(tmp_name_);
-        fprintf(stderr, "scalgraph: cannot write the trace %s; set SCALGRAPH_OUT to a writable directory\n",
-                final_name_);
-    }
+    sg_trace_file_commit(&file_, "trace");
 }
 
 void sg_trace_finalize(struct sg_thread *t, uint32_t vertex, uint64_t t_enter) {

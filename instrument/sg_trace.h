@@ -95,6 +95,20 @@ void sg_trace_function(struct sg_thread *t, int kind, uint32_t vertex) SG_HIDDEN
 /* the shim's part of MPI_Finalize is done (entered at t_enter): write the rest and rename the file */
 void sg_trace_finalize(struct sg_thread *t, uint32_t vertex, uint64_t t_enter) SG_HIDDEN;
 
+/* A rank's trace file (rank-<r>.sgt, rank-<r>.sgomp), written through an exclusive temporary name and
+ * renamed when complete, so it is complete or absent.  Start with SG_TRACE_FILE_INIT. */
+struct sg_trace_file {
+    int fd, failed;
+    char tmp_name[4096], final_name[4096];
+};
+#define SG_TRACE_FILE_INIT {.fd = -1}
+/* <SCALGRAPH_OUT>/rank-<r>.<ext>: the descriptor, or -1 (and `failed` set) */
+int sg_trace_file_open(struct sg_trace_file *f, const char *ext) SG_HIDDEN;
+/* all n bytes, or `failed` set (and nothing more written) */
+void sg_trace_file_write(struct sg_trace_file *f, const void *p, size_t n) SG_HIDDEN;
+/* close and rename; after any failure the temporary file is removed and the user told (`what`: "trace") */
+void sg_trace_file_commit(struct sg_trace_file *f, const char *what) SG_HIDDEN;
+
 /* OpenMP (sg_trace_omp.c): per-thread records of the OMPT events and of the workers' samples, written
  * to rank-<r>.sgomp (layout there); kinds as scalgraph/io/trace_omp.py reads them */
 enum { SG_TOMP_FORK = 1, SG_TOMP_JOIN = 2, SG_TOMP_TASK_BEGIN = 3, SG_TOMP_TASK_END = 4, SG_TOMP_BARRIER_BEGIN = 5,

@@ -36,8 +36,8 @@ static struct tomp_buf *bufs_[SG_MAX_THREADS];
 static uint32_t nbufs_;
 static SG_TLS struct tomp_buf *mine_;
 static pthread_mutex_t file_lock_ = PTHREAD_MUTEX_INITIALIZER;
-static int fd_ = -1, failed_, closed_, enabled_ = -1;
-static char tmp_name_[4096], final_name_[4096];
+static int closed_, enabled_ = -1;
+static struct sg_trace_file file_ = SG_TRACE_FILE_INIT;
 
 int sg_trace_omp_enabled(void) {
     if (enabled_ < 0) {
@@ -63,40 +63,21 @@ static struct tomp_buf *my_buf(void) {
     return b;
 }
 
-static void write_all(const void *p, size_t n) {
-    const char *c = p;
-    while (n > 0 && !failed_) {
-        ssize_t w = write(fd_, c, n);
-        if (w <= 0) {
-            failed_ = 1;
-            break;
-        }
-        c += w;
-        n -= (size_t)w;
-    }
-}
-
 /* append b's records to the file (opened at the first flush after MPI_Init; before it they wait) */
 static void flush_buf(struct tomp_buf *b) {
     uint32_t n = b->n;
     if (n == 0 || !sg_run.initialized)
         return;
     pthread_mutex_lock(&file_lock_);
-    if (fd_ < 0 && !failed_) {
-        snprintf(final_name_, sizeof final_name_, "%s/rank-%d.sgomp", sg_out_dir(), (int)sg_run.rank);
-        fd_ = sg_open_temp(final_name_, tmp_name_, sizeof tmp_name_);
-        if (fd_ < 0)
-            failed_ = 1;
-        else {
-            struct sg_tomp_header h = {.magic = "SGOMPTR", .version = 1, .record_size = sizeof(struct sg_tomp_record),
-                                       .rank = sg_run.rank, .nranks = sg_run.nranks};
-            write_all(&h, sizeof h);
-        }
+    if (file_.fd < 0 && !file_.failed && sg_trace_file_open(&file_, "sgomp") >= 0) {
+        struct sg_tomp_header h = {.magic = "SGOMPTR", .version = 1, .record_size = sizeof(struct sg_tomp_record),
+                                   .rank = sg_run.rank, .nranks = sg_run.nranks};
+        sg_trace_file_write(&file_, &h, sizeof h);
     }
-    if (fd_ >= 0) {
+    if (file_.fd >= 0) {
         struct sg_tomp_chunk c = {.thread = b->thread, .n = n, .dropped = b->dropped, .traced = (uint32_t)b->traced};
-        write_all(&c, sizeof c);
-        write_all(b->rec, n * sizeof b->rec[0]);
+        sg_trace_file_write(&file_, &c, sizeof c);
+        sg_trace_file_write(&file_, b->rec, n * sizeof b->rec[0]);
     }
     pthread_mutex_unlock(&file_lock_);
     b->dropped = 0;
@@ -150,16 +131,8 @@ void sg_trace_omp_finalize(void) {
         if (b != NULL)
             flush_buf(b);
     }
-    if (fd_ < 0)
-        return;
-    if (close(fd_) != 0)
-        failed_ = 1;
-    fd_ = -1;
-    if (failed_ || rename(tmp_name_, final_name_) != 0) {
-        unlink(tmp_name_);
-        fprintf(stderr, "scalgraph: cannot write the OpenMP trace %s; set SCALGRAPH_OUT to a writable directory\n",
-                final_name_);
-    }
+    if (file_.fd >= 0)
+        sg_trace_file_commit(&file_, "OpenMP trace");
 }
 
 /* --- the OMPT callbacks only trace mode needs (registered by sg_ompt.c's initializer) ------------- */
