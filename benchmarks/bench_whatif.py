@@ -179,6 +179,8 @@ def main(argv: list[str] | None = None) -> int:
                     rows.append({"sample": name, "mode": mode, "p": p, "run_time": broken,
                                  "measured_gain": meas, "predicted_gain": pred,
                                  "repetitions": len(walls[False][p]), "predictions": preds.get(p, []),
+                                 # each repetition's pair (run back to back): how far the load moved them
+                                 "measured_per_repetition": [b - f for b, f in zip(walls[False][p], walls[True].get(p, []))],
                                  "verdict": verdict(pred, meas, broken)})
                     pg = "-" if pred is None else f"{pred:.3f}"
                     print(f"{name:13s} {mode:8s} p={p:<3d} run {broken:7.3f} s  measured gain {meas:7.3f} s  "
