@@ -14,9 +14,9 @@ import sys
 
 import pytest
 from openmp_thread_checks import check_threads
-from test_openmp_build import openmp_available, venv_tool
+from test_openmp_build import venv_tool
 
-from conftest import ROOT, require_tool
+from conftest import ROOT
 
 SAMPLES = ROOT / "samples"
 NAMES = ["hybrid_master", "hybrid_imbalance"]
@@ -35,20 +35,20 @@ def within(cause: dict, span: list[int]) -> bool:
 
 
 @pytest.mark.parametrize("name", NAMES)
-def test_hybrid_sample_root_cause_is_found(name, tmp_path):
-    require_tool(venv_tool("sgcc") is not None and venv_tool("mpiexec") is not None, "no sgcc/mpiexec")
-    require_tool(openmp_available(), "no libomp for the clang sgcc uses (bash scripts/setup.sh installs it)")
+def test_hybrid_sample_root_cause_is_found(name, tmp_path, tmp_path_factory):
+    from openmp_builds import require_openmp_tools, sample_binary
+    require_openmp_tools()
     want = expected(name)
     src = str(SAMPLES / name / want["sources"][0])
     env = {**os.environ, **OMP_ENV, "OMP_NUM_THREADS": str(want["threads"])}
-    for cmd in ([venv_tool("sgcc"), "-fopenmp", "-O2", "-g", src, "-o", "sg"],
-                [venv_tool("mpicc"), "-fopenmp", "-O2", src, "-o", "plain"]):
-        res = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=600)
-        assert res.returncode == 0, f"{cmd[0]} failed:\n{res.stderr}"
+    sg = str(sample_binary(name, tmp_path_factory))         # the sgcc build, shared with test_openmp_trace.py
+    res = subprocess.run([venv_tool("mpicc"), "-fopenmp", "-O2", src, "-o", "plain"], cwd=tmp_path,
+                         capture_output=True, text=True, timeout=600)
+    assert res.returncode == 0, f"mpicc failed:\n{res.stderr}"
 
     scales = want["scales"]
     res = subprocess.run([sys.executable, "-m", "scalgraph.cli", "run", "-n", ",".join(map(str, scales)), "-o",
-                          "exp", "--", "./sg"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900)
+                          "exp", "--", sg], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900)
     assert res.returncode == 0, f"scalgraph run failed:\n{res.stderr}"
     # the instrumented build computes exactly what the plain OpenMP build computes
     p = scales[0]

@@ -8,7 +8,9 @@ causes (seed 000 §7).  Before threads were locations, hybrid_imbalance's trace 
 master sleeping at the barrier was charged to `main`."""
 from __future__ import annotations
 
+import contextlib
 import importlib.util
+import io
 import json
 import os
 import pathlib
@@ -16,7 +18,8 @@ import subprocess
 import sys
 
 import pytest
-from test_openmp_build import openmp_available, venv_tool
+from openmp_builds import require_openmp_tools, sample_binary
+from test_openmp_build import venv_tool
 from test_openmp_e2e import OMP_ENV, expected, within
 
 from conftest import require_tool
@@ -29,26 +32,46 @@ def scalgraph(*args: str, cwd: pathlib.Path, env=None) -> subprocess.CompletedPr
                           text=True, timeout=900)
 
 
+def json_of(*args: str) -> dict:
+    """`scalgraph ARGS --json` run in this process (no interpreter start-up per call); paths absolute."""
+    from scalgraph import cli
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        code = cli.main([*args, "--json"])
+    assert code == 0, f"scalgraph {' '.join(args)} exited with {code}"
+    return json.loads(out.getvalue())
+
+
 @pytest.fixture(scope="module")
 def traced(tmp_path_factory):
-    """name -> (work dir, experiment traced at 2 and 4 ranks x 2 threads); built and run once."""
+    """name -> (work dir, experiment traced at 2 and 4 ranks x 2 threads); run once, with the sgcc
+    build shared with test_openmp_e2e.py (openmp_builds.py)."""
     done = {}
 
     def get(name: str):
         if name not in done:
-            require_tool(venv_tool("sgcc") is not None and venv_tool("mpiexec") is not None, "no sgcc/mpiexec")
-            require_tool(openmp_available(), "no libomp for the clang sgcc uses (bash scripts/setup.sh installs it)")
+            require_openmp_tools()
             want = expected(name)
             out = tmp_path_factory.mktemp(f"omp-trace-{name}")
             env = {**os.environ, **OMP_ENV, "OMP_NUM_THREADS": str(want["threads"])}
-            src = str(pathlib.Path(__file__).resolve().parent.parent / "samples" / name / want["sources"][0])
-            res = subprocess.run([venv_tool("sgcc"), "-fopenmp", "-O2", "-g", src, "-o", "sg"], cwd=out,
-                                 capture_output=True, text=True, timeout=600)
-            assert res.returncode == 0, res.stderr
-            res = scalgraph("run", "--trace", "-n", ",".join(map(str, want["scales"])), "-o", "exp", "--", "./sg",
+            sg = str(sample_binary(name, tmp_path_factory))
+            res = scalgraph("run", "--trace", "-n", ",".join(map(str, want["scales"])), "-o", "exp", "--", sg,
                             cwd=out, env=env)
             assert res.returncode == 0, f"scalgraph run --trace failed:\n{res.stderr}"
             done[name] = out
+        return done[name]
+    return get
+
+
+@pytest.fixture(scope="module")
+def trace_report(traced):
+    """name -> `scalgraph trace --json` of its largest traced scale, computed once."""
+    done = {}
+
+    def get(name: str) -> dict:
+        if name not in done:
+            p = expected(name)["scales"][-1]
+            done[name] = json_of("trace", str(traced(name) / f"exp/scale-{p}/rep-0"))
         return done[name]
     return get
 
@@ -64,14 +87,11 @@ def pattern(rep: dict, name: str) -> float:
 
 
 @pytest.mark.parametrize("name", NAMES)
-def test_trace_names_the_planted_line_first(name, traced):
-    out = traced(name)
+def test_trace_names_the_planted_line_first(name, trace_report):
     want = expected(name)
     p = want["scales"][-1]          # the largest scale, as for the MPI samples (test_e2e_trace.py)
     threads = want["threads"]
-    res = scalgraph("trace", "--json", f"exp/scale-{p}/rep-0", cwd=out)
-    assert res.returncode == 0, res.stderr
-    rep = json.loads(res.stdout)
+    rep = trace_report(name)
     # every OpenMP thread is a location (rank, thread), the ranks' MPI threads first
     assert rep["locations"][:p] == [[r, 0] for r in range(p)]
     assert sorted(map(tuple, rep["locations"])) == [(r, t) for r in range(p) for t in range(threads)]
@@ -90,11 +110,8 @@ def test_trace_names_the_planted_line_first(name, traced):
 
 @pytest.mark.parametrize("name", NAMES)
 def test_detect_with_hybrid_traces_names_the_planted_line(name, traced):
-    out = traced(name)
     want = expected(name)
-    det = scalgraph("detect", "--json", "exp", cwd=out)
-    assert det.returncode == 0, det.stderr
-    rep = json.loads(det.stdout)
+    rep = json_of("detect", str(traced(name) / "exp"))
     assert rep["evidence"]["waiting"] == "trace"
     top = rep["root_causes"][0]
     assert pathlib.Path(top["file"]).name == want["root_cause"]["file"] and within(top, want["root_cause"]["lines"])
@@ -137,8 +154,7 @@ int main(int argc, char **argv) {
 def test_lock_contention_from_the_ompt_lock_callbacks(tmp_path):
     """One rank, 2 threads: the worker waits for the lock the master holds in each region.  The shim's
     mutex callbacks give the hand-over, the report OpenMP Lock Contention with the master as causer."""
-    require_tool(venv_tool("sgcc") is not None and venv_tool("mpiexec") is not None, "no sgcc/mpiexec")
-    require_tool(openmp_available(), "no libomp for the clang sgcc uses (bash scripts/setup.sh installs it)")
+    require_openmp_tools()
     (tmp_path / "locks.c").write_text(LOCKS_C)
     res = subprocess.run([venv_tool("sgcc"), "-fopenmp", "-O1", "-g", "locks.c", "-o", "locks"], cwd=tmp_path,
                          capture_output=True, text=True, timeout=600)
@@ -148,16 +164,14 @@ def test_lock_contention_from_the_ompt_lock_callbacks(tmp_path):
     assert res.returncode == 0, res.stderr
     assert (tmp_path / "exp/scale-1/rep-0/stdout.txt").read_text() == "locks: ok\n"
     assert not list((tmp_path / "exp/scale-1/rep-0").glob("rank-*.sgomp"))      # converted, then removed
-    res = scalgraph("trace", "--json", "exp/scale-1/rep-0", cwd=tmp_path)
-    assert res.returncode == 0, res.stderr
-    rep = json.loads(res.stdout)
+    rep = json_of("trace", str(tmp_path / "exp/scale-1/rep-0"))
     assert rep["locations"] == [[0, 0], [0, 1]]
     assert pattern(rep, "OpenMP Lock Contention") > 0.005, listing(rep)
     waits = [i for i in rep["instances"] if i["pattern"] == "OpenMP Lock Contention"]
     assert waits and max(waits, key=lambda i: i["seconds"])["causer"] == 0 and waits[0]["rank"] == 1
 
 
-def test_otf2_export_of_threads_reads_back_with_the_same_waits(traced):
+def test_otf2_export_of_threads_reads_back_with_the_same_waits(traced, trace_report):
     """OpenMP threads are written as Score-P writes them (more CPU threads per process, the constructs'
     regions); reading rebuilds the team synchronisation: same locations and events, same barrier waits,
     the same first cause."""
@@ -170,7 +184,9 @@ def test_otf2_export_of_threads_reads_back_with_the_same_waits(traced):
     back = read_trace(out / "otf2/traces.otf2")
     assert back.locations == ours.locations
     assert [len(e) for e in back.events] == [len(e) for e in ours.events]
-    a, b = (json.loads(scalgraph("trace", "--json", str(p), cwd=out).stdout)
-            for p in (run, out / "otf2/traces.otf2"))
+    a, b = trace_report("hybrid_imbalance"), json_of("trace", str(out / "otf2/traces.otf2"))
     assert pattern(b, "Wait at OpenMP Barrier") == pytest.approx(pattern(a, "Wait at OpenMP Barrier"), abs=1e-6)
     assert b["root_causes"] and b["root_causes"][0]["line"] == a["root_causes"][0]["line"]
+    # the forks are ThreadFork records: no worker reads back as started before its fork (the hybrid
+    # clock correction would see one)
+    assert b["clock_correction"]["violations_before_correction"] == a["clock_correction"]["violations_before_correction"]

@@ -33,6 +33,7 @@ typedef OTF2_CallbackCode (*cb_release)(HEAD, uint32_t win, uint32_t remote, uin
 typedef OTF2_CallbackCode (*cb_program_begin)(HEAD, uint32_t name, uint32_t nargs, const uint32_t *args);
 typedef OTF2_CallbackCode (*cb_program_end)(HEAD, int64_t status);
 typedef OTF2_CallbackCode (*cb_thread_lock)(HEAD, uint8_t model, uint32_t lock_id, uint32_t order);
+typedef OTF2_CallbackCode (*cb_thread_fork)(HEAD, uint8_t model, uint32_t threads);
 
 OTF2_EvtReaderCallbacks *OTF2_EvtReaderCallbacks_New(void);
 void OTF2_EvtReaderCallbacks_Delete(OTF2_EvtReaderCallbacks *);
@@ -59,6 +60,7 @@ SETTER(ProgramBegin, cb_program_begin)
 SETTER(ProgramEnd, cb_program_end)
 SETTER(ThreadAcquireLock, cb_thread_lock)
 SETTER(ThreadReleaseLock, cb_thread_lock)
+SETTER(ThreadFork, cb_thread_fork)
 OTF2_ErrorCode OTF2_Reader_RegisterEvtCallbacks(OTF2_Reader *, OTF2_EvtReader *, const OTF2_EvtReaderCallbacks *,
                                                 void *);
 OTF2_ErrorCode OTF2_Reader_ReadAllLocalEvents(OTF2_Reader *, OTF2_EvtReader *, uint64_t *);
@@ -77,7 +79,7 @@ struct __attribute__((packed)) sg_otf2_record {
 enum { ENTER = 0, EXIT = 1, SEND = 2, RECV = 3, ISEND = 4, ISEND_COMPLETE = 5, IRECV_REQUEST = 6, IRECV = 7,
        COLL_BEGIN = 8, COLL_END = 9, RMA_PUT = 10, RMA_GET = 11, RMA_ACC = 12, RMA_SYNC = 13,
        REQUEST_CANCELLED = 14, REQUEST_LOCK = 100, ACQUIRE_LOCK = 101, PROGRAM_BEGIN = 102, PROGRAM_END = 103,
-       THREAD_ACQUIRE_LOCK = 104, THREAD_RELEASE_LOCK = 105 };
+       THREAD_ACQUIRE_LOCK = 104, THREAD_RELEASE_LOCK = 105, THREAD_FORK = 106 };
 
 struct sg_otf2_sink {
     struct sg_otf2_record *rec;
@@ -175,6 +177,10 @@ static OTF2_CallbackCode on_thread_release_lock(HEAD, uint8_t model, uint32_t id
     (void)model;
     return put(ud, t, THREAD_RELEASE_LOCK, NONE, NONE, order, NONE, 0, 0, id);
 }
+static OTF2_CallbackCode on_thread_fork(HEAD, uint8_t model, uint32_t threads) {
+    (void)model;
+    return put(ud, t, THREAD_FORK, NONE, NONE, 0, NONE, threads, 0, NOREQ);
+}
 static OTF2_CallbackCode on_program_end(HEAD, int64_t status) {
     return put(ud, t, PROGRAM_END, NONE, NONE, 0, NONE, (uint64_t)status, 0, NOREQ);
 }
@@ -211,6 +217,7 @@ int64_t sg_otf2_read_location(OTF2_Reader *reader, OTF2_EvtReader *evt, struct s
         OTF2_EvtReaderCallbacks_SetProgramEndCallback(cbs, on_program_end);
         OTF2_EvtReaderCallbacks_SetThreadAcquireLockCallback(cbs, on_thread_acquire_lock);
         OTF2_EvtReaderCallbacks_SetThreadReleaseLockCallback(cbs, on_thread_release_lock);
+        OTF2_EvtReaderCallbacks_SetThreadForkCallback(cbs, on_thread_fork);
     }
     struct sg_otf2_sink sink = {rec, 0, cap, zero, resolution, region_map, nregions};
     uint64_t read = 0;

@@ -23,6 +23,7 @@ REQUEST_LOCK, ACQUIRE_LOCK, PROGRAM_BEGIN, PROGRAM_END = 100, 101, 102, 103
 # OpenMP lock records (Score-P ThreadAcquireLock / ThreadReleaseLock): request = lock id, tag =
 # acquisition order; io/trace_omp.py turns them into lock hand-overs
 THREAD_ACQUIRE_LOCK, THREAD_RELEASE_LOCK = 104, 105
+THREAD_FORK = 106        # OpenMP fork (Score-P ThreadFork), bytes = the number of threads requested
 
 _lib = None
 _failed = False

@@ -351,13 +351,16 @@ def threads_from_regions(regions: list, events: list[np.ndarray], workers: list[
                 continue
             pe0 = inst[0][i][0]
             fork = fork_region(int(events[r]["region"][pe0]))
-            t_fork = float(events[r]["time"][pe0])
+            # the master's ThreadFork record before the region (Score-P writes one) is the fork;
+            # without one, the master's entry into the region
+            f_at = _fork_record(events[r], pe0, inst[0][i - 1][1] if i else -1)
+            t_fork = float(events[r]["time"][pe0 if f_at < 0 else f_at])
             for k, ev in enumerate(team):
                 pe, px, bars = inst[k][i]
                 t_in = float(ev["time"][pe])
                 start = t_fork if k == 0 else min(idle_from[k], t_in)
                 end = t_fork if k == 0 else t_in
-                at = pe
+                at = pe if k or f_at < 0 else f_at
                 while k and at > 0 and ev["kind"][at - 1] == ENTER and ev["time"][at - 1] == t_in:
                     at -= 1                        # a worker written with its call path: the fork goes before it
                 adds[k] += [(at, start, ENTER, fork, -1, 0), (at, start, COLL_BEGIN, -1, -1, 0),
@@ -383,6 +386,13 @@ def threads_from_regions(regions: list, events: list[np.ndarray], workers: list[
                 locations.append((r, k))
         comms[comm] = [r] + [len(locations) - len(wevs) + j for j in range(len(wevs))]
     return out, locations, comms, stats
+
+
+def _fork_record(ev: np.ndarray, enter: int, after: int) -> int:
+    """Index of the last ThreadFork record between `after` and the region's ENTER, or -1."""
+    from scalgraph.io.otf2_native import THREAD_FORK
+    hits = np.flatnonzero(ev["kind"][after + 1:enter] == THREAD_FORK)
+    return int(after + 1 + hits[-1]) if len(hits) else -1
 
 
 def with_master_context(master: np.ndarray, worker: np.ndarray, par: np.ndarray, bar: np.ndarray,
@@ -440,14 +450,24 @@ def as_scorep(trace):
     what Score-P records, from which threads_from_regions rebuilds the rest.  Lock hand-overs become
     OpenMP lock records (lock_records) in place of their SEND and RECV."""
     from dataclasses import replace
-    from scalgraph.model.trace import ENTER, EXIT
+    from scalgraph.model.trace import COLL_END, ENTER, EXIT
     from scalgraph.io.otf2_native import THREAD_ACQUIRE_LOCK
+    from scalgraph.io.otf2_native import THREAD_FORK
     fork = np.array([r.name.startswith("!$omp fork") for r in trace.regions] + [False])
     events = lock_records(trace)
 
     def plain(ev, enter_exit_only):
         reg = np.where(ev["region"] >= 0, ev["region"], len(fork) - 1)
         keep = ~fork[reg] & (ev["comm"] < OMP_TEAM_BASE)
+        if not enter_exit_only:         # the master's fork: a ThreadFork record (bytes: the team's size)
+            ends = np.flatnonzero((ev["kind"] == COLL_END) & (ev["comm"] >= OMP_TEAM_BASE) & (ev["bytes"] > 0))
+            forks = ends - 2                              # ENTER(fork) COLL_BEGIN COLL_END EXIT
+            forks = forks[(forks >= 0) & (ev["kind"][np.maximum(forks, 0)] == ENTER) & fork[reg[np.maximum(forks, 0)]]]
+            if len(forks):
+                ev = ev.copy()
+                team = [len(trace.comms.get(int(c), ())) for c in ev["comm"][forks + 2].tolist()]
+                ev["kind"][forks], ev["region"][forks], ev["bytes"][forks] = THREAD_FORK, -1, team
+                keep[forks] = True
         if enter_exit_only:
             keep &= (ev["kind"] == ENTER) | (ev["kind"] == EXIT) | (ev["kind"] >= THREAD_ACQUIRE_LOCK)
         return ev[keep]

@@ -42,7 +42,7 @@ import sys
 import numpy as np
 
 from scalgraph.errors import UserError
-from scalgraph.io.otf2_native import THREAD_ACQUIRE_LOCK, THREAD_RELEASE_LOCK
+from scalgraph.io.otf2_native import THREAD_ACQUIRE_LOCK, THREAD_FORK, THREAD_RELEASE_LOCK
 from scalgraph.io.safe_read import MAX_JSON_DEPTH, json_depth
 from scalgraph.model.trace import (EVENT_DTYPE, COLL_BEGIN, COLL_END, ENTER, EXIT, IRECV, IRECV_REQUEST, ISEND,
                                    ISEND_COMPLETE, RECV, REQUEST_CANCELLED, RMA_ACC, RMA_GET, RMA_PUT,
@@ -196,7 +196,7 @@ def _read_archive(anchor, stem, reader, reader_cm, ranks=None) -> Trace:
                 regions, events, [(thread_of[ref][0], workers[ref]) for ref in order])
             comms.update(teams)
             meta["openmp"] = {"threads": len(locs), **stats}
-        if any(bool((ev["kind"] >= THREAD_ACQUIRE_LOCK).any()) for ev in events):   # OpenMP lock records
+        if any(bool((ev["kind"] >= THREAD_ACQUIRE_LOCK).any()) for ev in events):   # OpenMP lock, fork records
             from scalgraph.io import trace_omp
             events = trace_omp.lock_handovers(events, locs, meta)
         return Trace(regions=regions, comms=comms, events=events, windows=windows, meta=meta,
@@ -306,6 +306,7 @@ def _python_records(reader, locations, arc):
                                                                          THREAD_ACQUIRE_LOCK)),
         "ThreadReleaseLock": lambda loc, t, u, a, model, lid, order: add((loc, t, 0, 0, lid, N, N, order, N,
                                                                          THREAD_RELEASE_LOCK)),
+        "ThreadFork": lambda loc, t, u, a, model, n: add((loc, t, n, 0, Q, N, N, 0, N, THREAD_FORK)),
     }
     handle = reader._get_global_evt_reader_handle(locations)
     cbs = _otf2.GlobalEvtReaderCallbacks_New()
@@ -817,6 +818,8 @@ def _write_rank(w, loc, trace, rank, region_def, comm_def, win_def, init_idx, fi
         elif kind == THREAD_ACQUIRE_LOCK or kind == THREAD_RELEASE_LOCK:     # OpenMP lock (trace_omp.as_scorep)
             put("ThreadAcquireLock" if kind == THREAD_ACQUIRE_LOCK else "ThreadReleaseLock", t, _PARADIGM_OPENMP,
                 req, tag)
+        elif kind == THREAD_FORK:
+            put("ThreadFork", t, _PARADIGM_OPENMP, nbytes)
         elif kind in (RMA_PUT, RMA_GET, RMA_ACC, RMA_SYNC):
             remote = win_rank[comm].get(peer, UNDEFINED_U32)
             mid = req if req >= 0 else UNDEFINED_U64
@@ -900,7 +903,7 @@ _CARRIED = {ENTER: ("region",), EXIT: ("region",), SEND: ("peer", "tag", "comm",
             COLL_END: ("peer", "comm", "bytes", "bytes_recv"), RMA_PUT: ("peer", "comm", "bytes", "request"),
             RMA_GET: ("peer", "comm", "bytes", "request"), RMA_ACC: ("peer", "comm", "bytes", "bytes_recv", "request"),
             RMA_SYNC: ("peer", "comm"), THREAD_ACQUIRE_LOCK: ("tag", "request"),
-            THREAD_RELEASE_LOCK: ("tag", "request")}
+            THREAD_RELEASE_LOCK: ("tag", "request"), THREAD_FORK: ("bytes",)}
 
 
 def _unrepresented(trace: Trace, rank: int, zero: int, begin_comm: bool, sync_tags: dict) -> dict:
