@@ -92,9 +92,9 @@ def cpu_evidence(trace, path: str):
         return None, (f"the profiles in {run_dir} measured no thread-CPU time ({why}); a delay is not checked for "
                       "being real work")
     cpu = np.where(prof.calls > 0, 0.0, prof.time)
-    from scalgraph.analysis.mpi_cost import load_stretch
+    from scalgraph.analysis.mpi_cost import compute_stretch
     from scalgraph.analysis.whatif import rank_stretch
-    load = load_stretch(rank_stretch(prof), prof)   # other jobs' share of the stretch, as detect's floors
+    stretch = compute_stretch(rank_stretch(prof), prof)   # wall per thread-CPU second, as detect's floors
     pairs = [(n, c) for n, c in zip(prof.meta.get("ranks_on_host") or [], prof.meta.get("cores") or []) if n and c]
     shared = any(n > c for n, c in pairs)
     how = (f"{max(n for n, _ in pairs)} ranks on a host with {min(c for _, c in pairs)} cores time-share them"
@@ -102,10 +102,11 @@ def cpu_evidence(trace, path: str):
     note = (f"real work: on each causing rank a computation delay is capped at (ranks - 1) x the rank's extra work "
             f"at its PSG vertex, its thread-CPU excess over the median rank stretched as its time there was "
             f"(profiles in {run_dir}; {how})")
-    if load >= 1.05:
-        note += f"; other work on the machine stretched its computation {load:.2g}x, by which thread-CPU is scaled"
-    return CpuEvidence(cpu, note, {"run_dir": str(run_dir), "time_shared": shared, "load_stretch": load},
-                       load_stretch=load), None
+    if stretch >= 1.05:
+        note += (f"; a rank's computation took {stretch:.2g}x its thread-CPU in wall time (ranks sharing cores), "
+                 "by which thread-CPU is scaled before it is compared with the run time")
+    return CpuEvidence(cpu, note, {"run_dir": str(run_dir), "time_shared": shared, "stretch": stretch},
+                       stretch=stretch), None
 
 
 def psg_spans(trace, path: str) -> dict | None:
@@ -179,7 +180,7 @@ def analyse(trace, clock_correction: bool = True, top: int = 10, source: str = "
         dl_verdict = delay.delay_analysis(fwd, replace(options, collectives="root"))
     result = report.build_report(fwd, dl, critical_path.critical_path(fwd), top=top, clock=clock, source=source,
                                  min_share=min_share, cpu=cpu, notes=notes, clock_correction=info,
-                                 program_time=extra, verdict_delay=dl_verdict)
+                                 program_time=extra, verdict_delay=dl_verdict, complete=complete)
     retime.add_whatif(result["root_causes"], fwd, spans)      # what fixing each verdict cause would save
     return result if complete else report.limited(result, top)
 
@@ -255,7 +256,7 @@ def run(args) -> int:
     spans = psg_spans(trace, path)
     result = analyse(trace, clock_correction=not args.no_clock_correction, top=args.top, source=str(args.trace),
                      min_share=args.min_share, cpu=cpu, notes=notes or None, params=params, delay_options=options,
-                     write_corrected=args.write_corrected, complete=True, spans=spans)
+                     write_corrected=args.write_corrected, complete=args.json, spans=spans)
     if which:                   # an experiment: each cause's what-if at its other traced scales too
         from scalgraph.trace.retime import whatif_across_experiment
         whatif_across_experiment(result["root_causes"], str(args.trace), path, not args.no_clock_correction,
