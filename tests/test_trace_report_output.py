@@ -90,6 +90,20 @@ def test_text_escapes_what_it_prints_as_escaping_the_whole_report_did(complete, 
     assert not any(line.startswith("fake line") for line in got.splitlines())
 
 
+@pytest.mark.parametrize("top", [1, 3, 10])
+def test_a_report_built_limited_is_the_complete_one_cut(complete, top):
+    """The text command builds only what it prints: the same report as limited() cuts from the
+    complete one, the same text."""
+    lim = analyse(hostile_trace(), source=f"trace{ESC}.json", notes=[f"a note{ESC}"], top=top)
+    assert lim == report.limited(complete, top)
+    assert text(lim, top) == text(complete, top)
+    assert lim["delay"]["waits"] == [] and len(lim["instances"]) < len(complete["instances"])
+    per_pattern = {}
+    for i in lim["instances"]:
+        per_pattern[i["pattern"]] = per_pattern.get(i["pattern"], 0) + 1
+    assert max(per_pattern.values()) == min(top, 5)
+
+
 def test_instances_are_the_per_row_loops(complete):
     """Every wait state by pattern (tree order), most severe first, ties in replay order."""
     trace = hostile_trace()

@@ -73,8 +73,10 @@ def build_report(fwd: ForwardResult, dl: DelayResult, cp: CriticalPath, top: int
                  clock: str = "", source: str = "", min_share: float = verdicts.MIN_SHARE,
                  cpu: verdicts.CpuEvidence | None = None, notes: list[str] | None = None,
                  clock_correction: dict | None = None, program_time: float = 0.0,
-                 verdict_delay: DelayResult | None = None) -> dict:
-    """The whole report: everything the analysis computed (`--top` limits the text rendering only).
+                 verdict_delay: DelayResult | None = None, complete: bool = True) -> dict:
+    """The whole report: everything the analysis computed (`--top` limits the text rendering only);
+    with `complete=False`, what `limited(report, top)` keeps, without building the rest (the
+    instances and waits of a 10^6-event trace are 10^5 rows each).
     `cpu`: the run's thread-CPU seconds per [rank, vertex] for the verdict's real-work rule (None: a
     trace without profiles, only the size floor applies).  `clock_correction`: what the clock
     correction found and did (clock.ClockReport.as_dict), None when it did not run.  `program_time`:
@@ -194,7 +196,8 @@ def build_report(fwd: ForwardResult, dl: DelayResult, cp: CriticalPath, top: int
     segments = [[int(r), float(a), float(b)] for r, a, b in zip(cp.seg_rank, cp.seg_start, cp.seg_end)]
 
     t = ctx.time
-    instances = instance_table(fwd.waits, t, ctx.nest.callpath, names, [_loc(w) for w in where])
+    instances = instance_table(fwd.waits, t, ctx.nest.callpath, names, [_loc(w) for w in where],
+                               None if complete else min(top, 5))
 
     return {"source": source, "ranks": ctx.nranks, "events": ctx.nevents, "callpaths": ctx.ncallpaths,
             "run_length": float(t.max() - t.min()) if len(t) else 0.0, "total_time": total,
@@ -205,7 +208,7 @@ def build_report(fwd: ForwardResult, dl: DelayResult, cp: CriticalPath, top: int
             "clock_correction": clock_correction, "program_time": program_time,
             "patterns": tree,
             "delay": {"classification": classification, "root_causes": causes, "families": families,
-                      "waits": wait_table(ctx, dl)},
+                      "waits": wait_table(ctx, dl) if complete else []},
             "critical_path": {"length": length, "segments": int(len(cp.seg_rank)), "path": segments,
                               "callpaths": path},
             "instances": instances,
@@ -242,13 +245,18 @@ _PATTERN_NAMES = [p.name for p in patterns.PATTERNS]
 
 
 def instance_table(waits: np.ndarray, time: np.ndarray, callpath: np.ndarray, names: list[str],
-                   locs: list[str]) -> list[dict]:
-    """Every wait state as an instance: grouped by pattern (in the pattern tree's order), the most
-    severe first within a pattern (ties in replay order).  Columns gathered with numpy, one dict per
-    row built from zipped lists."""
+                   locs: list[str], per_pattern: int | None = None) -> list[dict]:
+    """Every wait state as an instance (or the `per_pattern` most severe of each pattern): grouped by
+    pattern (in the pattern tree's order), the most severe first within a pattern (ties in replay
+    order).  Columns gathered with numpy, one dict per row built from zipped lists."""
     pat = waits["pattern"].astype(np.int64)
     keep = np.flatnonzero((pat >= 0) & (pat < len(_PATTERN_NAMES)))
     order = keep[np.lexsort((-waits["wait"][keep], pat[keep]))]      # lexsort is stable: ties in replay order
+    if per_pattern is not None and len(order):
+        grouped = pat[order]
+        first = np.flatnonzero(np.r_[True, grouped[1:] != grouped[:-1]])
+        rank_in_group = np.arange(len(order)) - np.repeat(first, np.diff(np.r_[first, len(order)]))
+        order = order[rank_in_group < per_pattern]
     rows = waits[order]
     cps = callpath[rows["op"]].tolist()
     return [{"pattern": _PATTERN_NAMES[p], "seconds": s, "rank": r, "enter_time": e, "callpath": names[c],
@@ -260,9 +268,10 @@ def instance_table(waits: np.ndarray, time: np.ndarray, callpath: np.ndarray, na
 
 def limited(report: dict, top: int) -> dict:
     """The report as earlier versions returned it, for views that show the largest items only (the
-    HTML page): the top `top` call paths on the critical path and min(top, 5) instances per pattern.
-    `--json` prints the complete report."""
+    text, the HTML page): the top `top` call paths on the critical path, min(top, 5) instances per
+    pattern, no per-wait table.  `--json` prints the complete report."""
     out = dict(report)
+    out["delay"] = {**report["delay"], "waits": []}
     cp = dict(report["critical_path"])
     cp["callpaths"] = [e for e in cp["callpaths"] if e.get("on_path", True)][:top]
     out["critical_path"] = cp
