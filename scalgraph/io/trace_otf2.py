@@ -165,7 +165,11 @@ def _read_archive(anchor, stem, reader, reader_cm, ranks=None) -> Trace:
         locations = [loc for loc in defs.locations if rank_of.get(loc._ref) in wanted]
         # the other CPU threads of a rank's process (OpenMP: Score-P --thread=omp), in the serial replay
         has_omp = any(r.name.startswith("!$omp parallel") for r in regions)
-        thread_of = _thread_locations(defs, rank_of, LocationType) if ranks is None and has_omp else {}
+        thread_of = _thread_locations(defs, rank_of, LocationType) if has_omp else {}
+        if thread_of and ranks is not None:
+            raise UserError(f"{anchor}: the archive has OpenMP threads, which are read with all ranks only (the "
+                            f"parallel replay reads blocks of ranks); run `scalgraph trace` without --parallel, or "
+                            f"on the run directory's trace.sgtrace")
         skipped = sum(int(loc.number_of_events) for loc in defs.locations
                       if loc._ref not in rank_of and loc._ref not in thread_of)
         threads = [loc for loc in defs.locations if loc._ref in thread_of]

@@ -8,7 +8,9 @@ evaluators, delay arithmetic and critical-path walk on that (parallel_phases.py)
 gathers the reduced cubes and the few per-wait quantities and prints the report exactly as
 `scalgraph trace` does.  Of the clock correction only the per-rank interpolation of measured
 clock offsets is done; the controlled logical clock is a global pass that the parallel replay
-does not run (the report's clock line says whether violations remain).
+does not run (the report's clock line says whether violations remain).  OpenMP threads are
+locations like ranks (docs/openmp.md): a block may hold part of a team, whose forks, barriers and
+lock hand-overs reach the other blocks through the skeleton like any communicator's.
 """
 from __future__ import annotations
 
@@ -122,9 +124,6 @@ def replay(comm, path: str, top: int = 10, source: str = "", min_share: float = 
     counts = _counts_read(comm, trace, bounds)
     if len(counts) == 0:
         raise UserError("the trace has no locations; nothing to analyse")
-    if getattr(trace, "locations", None):
-        raise UserError("the trace has OpenMP threads, which --parallel does not analyse yet; run `scalgraph trace` "
-                        "without --parallel")
     # more analysis processes than ranks: the surplus ones (always the last) sit this one out
     active = np.flatnonzero(np.diff(bounds) > 0)
     if len(active) < comm.Get_size():
@@ -157,7 +156,7 @@ def replay(comm, path: str, top: int = 10, source: str = "", min_share: float = 
     dl = _delay_result(delay_out, options)
     dl_verdict = dl if verdict_out is delay_out else _delay_result(verdict_out, replace(options, collectives="root"))
     fake_ctx, fake_rows = _report_inputs(ctx.trace.regions, part.nranks, int(counts.sum()), g_parent, g_region,
-                                         [x for i in inst for x in i], stats)
+                                         [x for i in inst for x in i], stats, ctx.trace.locations)
     fake_fwd = SimpleNamespace(ctx=fake_ctx, waits=fake_rows, cube=cube,
                                clock_violations=int(sum(s[0] for s in stats)))
     from scalgraph.trace import report
@@ -254,9 +253,10 @@ def _clock_violations(ctx, m, sel) -> int:
     return waitops.clock_violations(ctx.time[m.send_evt[sel]], ctx.time[m.recv_evt[sel]])
 
 
-def _report_inputs(regions, nranks, nevents, g_parent, g_region, inst, stats):
+def _report_inputs(regions, nranks, nevents, g_parent, g_region, inst, stats, locations=()):
     """A stand-in replay context for report.build_report: the merged candidate instances as wait
-    rows (in serial row order), with their enter times and call paths, and the run's time span."""
+    rows (in serial row order), with their enter times and call paths, and the run's time span;
+    `locations`: (rank, thread) of each location of a trace with OpenMP threads."""
     inst = sorted(inst, key=lambda x: x[0])
     rows = np.zeros(len(inst), patterns.WAIT_DTYPE)
     times = [x[3] for x in inst]
@@ -268,7 +268,8 @@ def _report_inputs(regions, nranks, nevents, g_parent, g_region, inst, stats):
     t_max = -min(s[1][1] for s in stats)
     time = np.array(times + ([t_min, t_max] if np.isfinite(t_min) else []), float)
     nest = SimpleNamespace(cp_parent=g_parent, cp_region=g_region, callpath=np.array(cps + [0, 0], np.int64))
-    ctx = SimpleNamespace(nest=nest, trace=SimpleNamespace(regions=regions), time=time, nranks=nranks,
+    ctx = SimpleNamespace(nest=nest, trace=SimpleNamespace(regions=regions, locations=list(locations or [])),
+                          time=time, nranks=nranks,
                           nevents=nevents, ncallpaths=len(g_parent))
     return ctx, rows
 

@@ -141,7 +141,7 @@ def build_partial(comm, trace: tm.Trace, counts: np.ndarray, bounds: np.ndarray)
         for r in np.unique(rank).tolist():
             events[r], local[r] = rows[cut[r]:cut[r + 1]], idx[cut[r]:cut[r + 1]]
     partial = tm.Trace(regions=trace.regions, comms=trace.comms, events=events, windows=trace.windows,
-                       meta=trace.meta)
+                       meta=trace.meta, locations=trace.locations)
     ctx = _context(partial, flat, nest, lo, hi)
     m = ctx.msgs
     if len(m.unmatched_send) or len(m.unmatched_recv):
