@@ -5,10 +5,40 @@ from __future__ import annotations
 
 import os
 import pathlib
+import shutil
+import subprocess
+import sys
 
 import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
+BIN = pathlib.Path(sys.executable).parent
+
+
+def venv_tool(name: str) -> str | None:
+    """The venv's copy of a tool (sgcc, PyPI's mpicc and mpiexec), else the one on PATH, else None."""
+    p = BIN / name
+    return str(p) if p.is_file() else shutil.which(name)
+
+
+MPICC, MPIEXEC = venv_tool("mpicc"), venv_tool("mpiexec")
+
+# Without the shim a hand-probed test program (instrument/testprogs) still needs the probes defined:
+# this stub plays the empty runtime.
+PROBE_STUB = ("#include <stdint.h>\n#include \"scalgraph.h\"\n__thread uint32_t sg_cur;\n"
+              "void sg_register_psg(const struct sg_psg_tables *t) { (void)t; }\n"
+              "void sg_fn_enter(uint32_t f) { (void)f; }\nvoid sg_fn_exit(void) {}\n")
+
+
+def build_probed(program: pathlib.Path, out: pathlib.Path) -> tuple[pathlib.Path, pathlib.Path]:
+    """`program` linked with the shim (out/with_shim) and, the same code, with PROBE_STUB (out/plain)."""
+    from scalgraph.runtime.shim import INSTRUMENT_DIR, link_flags, shim_library
+    common = [MPICC, "-O1", "-g", "-I", str(INSTRUMENT_DIR), str(program)]
+    subprocess.run([*common, *link_flags(shim_library(MPICC)), "-o", str(out / "with_shim")], check=True)
+    stub = out / "stub.c"
+    stub.write_text(PROBE_STUB)
+    subprocess.run([*common, str(stub), "-o", str(out / "plain")], check=True)
+    return out / "with_shim", out / "plain"
 
 
 @pytest.fixture(scope="session")

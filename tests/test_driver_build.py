@@ -13,15 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, require_tool
+from conftest import BIN, ROOT, require_tool, venv_tool
 
-BIN = Path(sys.executable).parent
 PROGRAMS = {"sgcc": "c", "sgcxx": "c++", "sgfort": "fortran"}
-
-
-def venv_tool(name: str) -> str | None:
-    p = BIN / name
-    return str(p) if p.is_file() else shutil.which(name)
 
 
 MPICC, MPICXX, MPIEXEC = venv_tool("mpicc"), venv_tool("mpicxx"), venv_tool("mpiexec")

@@ -14,17 +14,11 @@ import sys
 
 import pytest
 
-from conftest import ROOT, require_tool
+from conftest import ROOT, require_tool, venv_tool as tool
 
-BIN = pathlib.Path(sys.executable).parent
 SAMPLES = ROOT / "samples"
 NAMES = ["cg", "stencil2d", "sweep", "zeusmp", "masterworker", "alltoall", "balanced"]
 WRAPPER = {".c": "sgcc", ".cpp": "sgcxx", ".f90": "sgfort"}
-
-
-def tool(name: str) -> str | None:
-    p = BIN / name
-    return str(p) if p.is_file() else shutil.which(name)
 
 
 def expected(name: str) -> dict:

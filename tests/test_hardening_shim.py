@@ -8,16 +8,12 @@ import os
 import shutil
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
-from conftest import require_tool
+from conftest import BIN, MPICC, MPIEXEC, require_tool
 from scalgraph.io.profile_file import read_run
 
-BIN = Path(sys.executable).parent
-MPICC = str(BIN / "mpicc") if (BIN / "mpicc").is_file() else shutil.which("mpicc")
-MPIEXEC = str(BIN / "mpiexec") if (BIN / "mpiexec").is_file() else shutil.which("mpiexec")
 
 # THREADS threads per rank, at most AT_ONCE alive (created, joined, next batch), each making K
 # MPI_Sendrecv calls with the same thread of the other rank (tag = thread number).

@@ -6,21 +6,14 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from conftest import require_tool
+from conftest import require_tool, venv_tool
 from scalgraph.static.ir import parse_module_text
 from scalgraph.static.openmp import forked_function
 
-BIN = Path(sys.executable).parent
-
-
-def venv_tool(name: str) -> str | None:
-    p = BIN / name
-    return str(p) if p.is_file() else shutil.which(name)
 
 
 def one_instruction(line: str):

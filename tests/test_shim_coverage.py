@@ -4,20 +4,15 @@ communicators, one-sided operations.  Counts and dependences per vertex, and unc
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from conftest import require_tool
+from conftest import MPICC, MPIEXEC, build_probed, require_tool
 from scalgraph.io.profile_file import read_run
 from scalgraph.model.profile import DEP_COLL, DEP_RECV, DEP_RMA, DEP_SEND
 
-BIN = Path(sys.executable).parent
-MPICC = str(BIN / "mpicc") if (BIN / "mpicc").is_file() else shutil.which("mpicc")
-MPIEXEC = str(BIN / "mpiexec") if (BIN / "mpiexec").is_file() else shutil.which("mpiexec")
 PROGRAM = Path(__file__).resolve().parent.parent / "instrument" / "testprogs" / "coverage.c"
 
 SPINNING = {32, 34, 36, 38, 41}     # Test*/Waitsome loops: at least one call, how many is up to timing
@@ -43,15 +38,8 @@ def expected_rows(r: int, row_comm: int, dup_comm: int) -> set:
 @pytest.fixture(scope="module")
 def builds(tmp_path_factory):
     require_tool(MPICC is not None and MPIEXEC is not None, "no MPI (mpicc/mpiexec)")
-    from scalgraph.runtime.shim import INSTRUMENT_DIR, link_flags, shim_library
     d = tmp_path_factory.mktemp("coverage")
-    common = [MPICC, "-O1", "-g", "-I", str(INSTRUMENT_DIR), str(PROGRAM)]
-    subprocess.run([*common, *link_flags(shim_library(MPICC)), "-o", str(d / "with_shim")], check=True)
-    stub = d / "stub.c"
-    stub.write_text("#include <stdint.h>\n#include \"scalgraph.h\"\n__thread uint32_t sg_cur;\n"
-                    "void sg_register_psg(const struct sg_psg_tables *t) { (void)t; }\n"
-                    "void sg_fn_enter(uint32_t f) { (void)f; }\nvoid sg_fn_exit(void) {}\n")
-    subprocess.run([*common, str(stub), "-o", str(d / "plain")], check=True)
+    build_probed(PROGRAM, d)
     return d
 
 

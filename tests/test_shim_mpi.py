@@ -5,23 +5,18 @@ samples in the loop that burns the time; unchanged output; files at exit, on SIG
 from __future__ import annotations
 
 import os
-import shutil
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from conftest import require_tool
+from conftest import MPICC, MPIEXEC, build_probed, require_tool
 from scalgraph.io.profile_file import read_rank_file, read_run, written_by
 from scalgraph.model.profile import DEP_COLL, DEP_RECV, DEP_SEND
 
-BIN = Path(sys.executable).parent
-MPICC = str(BIN / "mpicc") if (BIN / "mpicc").is_file() else shutil.which("mpicc")
-MPIEXEC = str(BIN / "mpiexec") if (BIN / "mpiexec").is_file() else shutil.which("mpiexec")
 PROGRAM = Path(__file__).resolve().parent.parent / "instrument" / "testprogs" / "patterns.c"
 THREADS = PROGRAM.with_name("threads.c")
 CLOCKSOURCE = Path("/sys/devices/system/clocksource/clocksource0/current_clocksource")
@@ -38,14 +33,7 @@ def programs(tmp_path_factory):
     require_tool(MPICC is not None and MPIEXEC is not None, "no MPI (mpicc/mpiexec)")
     from scalgraph.runtime.shim import INSTRUMENT_DIR, link_flags, shim_library
     d = tmp_path_factory.mktemp("progs")
-    common = [MPICC, "-O1", "-g", "-I", str(INSTRUMENT_DIR), str(PROGRAM)]
-    subprocess.run([*common, *link_flags(shim_library(MPICC)), "-o", str(d / "with_shim")], check=True)
-    # without the shim the probes still need a definition: a stub object plays the empty runtime
-    stub = d / "stub.c"
-    stub.write_text("#include <stdint.h>\n#include \"scalgraph.h\"\n__thread uint32_t sg_cur;\n"
-                    "void sg_register_psg(const struct sg_psg_tables *t) { (void)t; }\n"
-                    "void sg_fn_enter(uint32_t f) { (void)f; }\nvoid sg_fn_exit(void) {}\n")
-    subprocess.run([*common, str(stub), "-o", str(d / "plain")], check=True)
+    build_probed(PROGRAM, d)
     subprocess.run([MPICC, "-O2", "-I", str(INSTRUMENT_DIR), str(PROGRAM.with_name("callcost.c")),
                     *link_flags(shim_library(MPICC)), "-o", str(d / "callcost")], check=True)
     subprocess.run([MPICC, "-O1", "-g", "-pthread", "-I", str(INSTRUMENT_DIR), str(THREADS),

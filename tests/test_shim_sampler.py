@@ -15,13 +15,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import require_tool
+from conftest import BIN, MPICC, MPIEXEC, require_tool
 from scalgraph.errors import UserError
 from scalgraph.io import profile_file as pf
 
-BIN = Path(sys.executable).parent
-MPICC = str(BIN / "mpicc") if (BIN / "mpicc").is_file() else shutil.which("mpicc")
-MPIEXEC = str(BIN / "mpiexec") if (BIN / "mpiexec").is_file() else shutil.which("mpiexec")
 PHASES = Path(__file__).resolve().parent.parent / "instrument" / "testprogs" / "phases.c"
 V_INIT, V_SLEEP, V_A, V_B, V_ROUND, V_FINALIZE = 1, 4, 5, 6, 7, 9   # vertices of phases.c
 # big phases: a 1 ms sampling period is small against them even when the machine is loaded

@@ -6,22 +6,18 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from conftest import require_tool
+from conftest import MPIEXEC, require_tool, venv_tool
 from scalgraph.io.profile_file import read_run
 from scalgraph.model.profile import DEP_RECV, DEP_SEND
 from scalgraph.model.psg import KINDS, MPI
 
-BIN = Path(sys.executable).parent
-MPIEXEC = str(BIN / "mpiexec") if (BIN / "mpiexec").is_file() else shutil.which("mpiexec")
-SGCC = str(BIN / "sgcc") if (BIN / "sgcc").is_file() else shutil.which("sgcc")
+SGCC = venv_tool("sgcc")
 SAMPLE = Path(__file__).resolve().parent.parent / "samples" / "masterworker"
 TAG_TASK, TAG_STOP, TAG_RESULT, TASKS = 1, 2, 3, 40
 
