@@ -190,3 +190,21 @@ def test_otf2_export_of_threads_reads_back_with_the_same_waits(traced, trace_rep
     # the forks are ThreadFork records: no worker reads back as started before its fork (the hybrid
     # clock correction would see one)
     assert b["clock_correction"]["violations_before_correction"] == a["clock_correction"]["violations_before_correction"]
+
+
+def test_parallel_replay_of_a_hybrid_trace(traced, trace_report):
+    """`scalgraph trace --parallel 2` on the 4 ranks x 2 threads trace: the same OpenMP and MPI
+    patterns, delay costs and first cause as the serial command (tests/test_openmp_parallel.py
+    compares whole reports on generated traces)."""
+    require_tool(importlib.util.find_spec("mpi4py") is not None, "no mpi4py")
+    out = traced("hybrid_master")
+    res = scalgraph("trace", "--parallel", "2", "--json", "exp/scale-4/rep-0", cwd=out)
+    assert res.returncode == 0, res.stderr
+    par, ser = json.loads(res.stdout), trace_report("hybrid_master")
+    assert par["locations"] == ser["locations"]
+    assert {p["name"]: pytest.approx(p["seconds"], abs=1e-9) for p in ser["patterns"]} == \
+        {p["name"]: p["seconds"] for p in par["patterns"]}
+    assert pattern(par, "Wait at OpenMP Barrier") > 0 and pattern(par, "Idle Threads") > 0
+    for a, b in zip(ser["delay"]["root_causes"][:3], par["delay"]["root_causes"][:3], strict=True):
+        assert (b["callpath"], b["seconds"]) == (a["callpath"], pytest.approx(a["seconds"], rel=1e-9))
+    assert par["root_causes"] and par["root_causes"][0]["line"] == ser["root_causes"][0]["line"]
