@@ -2,27 +2,31 @@
 from __future__ import annotations
 
 import os
-import shutil
 import stat
 import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
-from conftest import require_tool
+from conftest import MPICC, require_tool
 from scalgraph.errors import UserError
 from scalgraph.runtime import shim
 
-BIN = Path(sys.executable).parent
-MPICC = str(BIN / "mpicc") if (BIN / "mpicc").is_file() else shutil.which("mpicc")
 
 
-def test_built_once_then_taken_from_the_cache(tmp_path, monkeypatch):
+@pytest.fixture(scope="module")
+def fresh_build(tmp_path_factory):
+    """The shim built by shim_library into an empty cache (a real build: a minute under load, so once)."""
     require_tool(MPICC is not None, "no mpicc")
-    monkeypatch.setenv("SCALGRAPH_CACHE", str(tmp_path / "cache"))
-    lib = shim.shim_library(MPICC)
-    assert lib.is_file() and lib.parent.parent == tmp_path / "cache"
+    cache = tmp_path_factory.mktemp("shim") / "cache"
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("SCALGRAPH_CACHE", str(cache))
+        return cache, shim.shim_library(MPICC)
+
+
+def test_built_once_then_taken_from_the_cache(fresh_build, monkeypatch):
+    cache, lib = fresh_build
+    monkeypatch.setenv("SCALGRAPH_CACHE", str(cache))
+    assert lib.is_file() and lib.parent.parent == cache
     before = lib.stat().st_mtime_ns
     assert shim.shim_library(MPICC) == lib and lib.stat().st_mtime_ns == before
     symbols = subprocess.run(["nm", "-D", "--defined-only", str(lib)], capture_output=True, text=True).stdout
@@ -33,13 +37,14 @@ def test_built_once_then_taken_from_the_cache(tmp_path, monkeypatch):
     assert not list(lib.parent.glob(".build-*"))
 
 
-def test_another_mpicc_configuration_gets_its_own_build(tmp_path, monkeypatch):
-    require_tool(MPICC is not None, "no mpicc")
-    monkeypatch.setenv("SCALGRAPH_CACHE", str(tmp_path / "cache"))
+def test_another_mpicc_configuration_gets_its_own_build(fresh_build, tmp_path, monkeypatch):
+    cache, lib = fresh_build
+    monkeypatch.setenv("SCALGRAPH_CACHE", str(cache))
     wrapper = tmp_path / "mympicc"                      # same compiler, different `-show`
     wrapper.write_text(f'#!/bin/sh\nif [ "$1" = -show ]; then echo other-config; exit 0; fi\nexec {MPICC} "$@"\n')
     wrapper.chmod(wrapper.stat().st_mode | stat.S_IEXEC)
-    assert shim.shim_library(MPICC) != shim.shim_library(str(wrapper))
+    other = shim.shim_library(str(wrapper))
+    assert other != lib and other.is_file() and other.parent.parent == cache and lib.is_file()
 
 
 def test_missing_or_broken_compilers_are_user_errors(tmp_path, monkeypatch):

@@ -6,17 +6,14 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import pathlib
-import shutil
 import subprocess
 import sys
 
 import pytest
 
-from conftest import require_tool
+from conftest import MPIEXEC, require_tool
 from scalgraph import cli
 
-BIN = pathlib.Path(sys.executable).parent
 U = 0.2
 
 PROGRAM = r'''
@@ -70,13 +67,12 @@ if rank == 0:
 
 
 def test_real_mpi_run_reproduces_figure3_costs(tmp_path, capsys):
-    mpiexec = str(BIN / "mpiexec") if (BIN / "mpiexec").is_file() else shutil.which("mpiexec")
-    require_tool(mpiexec is not None, "no mpiexec (install the bundled extra: pip install mpich)")
+    require_tool(MPIEXEC is not None, "no mpiexec (install the bundled extra: pip install mpich)")
     require_tool(importlib.util.find_spec("mpi4py") is not None, "mpi4py is not installed")
     script = tmp_path / "fig3.py"
     script.write_text(PROGRAM)
     trace = tmp_path / "fig3-run.json"
-    proc = subprocess.run([mpiexec, "-n", "3", sys.executable, str(script), str(trace), str(U)],
+    proc = subprocess.run([MPIEXEC, "-n", "3", sys.executable, str(script), str(trace), str(U)],
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr[-2000:]
 

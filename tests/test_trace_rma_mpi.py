@@ -9,17 +9,14 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import pathlib
-import shutil
 import subprocess
 import sys
 
 import pytest
 
-from conftest import require_tool
+from conftest import MPIEXEC, require_tool
 from scalgraph import cli
 
-BIN = pathlib.Path(sys.executable).parent
 D = 0.3
 LATE = 2
 FENCE_LATE = 3
@@ -95,13 +92,12 @@ if rank == 0:
 
 
 def test_real_mpi_late_post_found_on_the_right_rank(tmp_path, capsys):
-    mpiexec = str(BIN / "mpiexec") if (BIN / "mpiexec").is_file() else shutil.which("mpiexec")
-    require_tool(mpiexec is not None, "no mpiexec (install the bundled extra: pip install mpich)")
+    require_tool(MPIEXEC is not None, "no mpiexec (install the bundled extra: pip install mpich)")
     require_tool(importlib.util.find_spec("mpi4py") is not None, "mpi4py is not installed")
     script = tmp_path / "rma.py"
     script.write_text(PROGRAM)
     trace = tmp_path / "rma-run.json"
-    proc = subprocess.run([mpiexec, "-n", "4", sys.executable, str(script), str(trace), str(D), str(LATE), str(FENCE_LATE)],
+    proc = subprocess.run([MPIEXEC, "-n", "4", sys.executable, str(script), str(trace), str(D), str(LATE), str(FENCE_LATE)],
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr[-2000:]
 
