@@ -118,8 +118,27 @@ def _parse_function(lines: list[str], start: int) -> tuple[Function, int]:
     fn = Function(unquote(m.group("name")), linkage, int(dbg_m.group(1)) if dbg_m else -1, start, start)
     block: Block | None = None
     i = start + 1
-    while i < len(lines):
+    n = len(lines)
+    while i < n:
         line = lines[i]
+        # an instruction (the usual line, tested first): two spaces, then not a space, ";" or "]"
+        if line[:2] == "  " and line[2:3] not in (" ", "]", ";", ""):
+            if block is None:                       # unnamed entry block
+                block = Block("%entry")
+                fn.blocks.append(block)
+            # gather continuation lines (switch tables, invoke's "to label ... unwind label ...")
+            j = i + 1
+            nxt = lines[j] if j < n else ""
+            if nxt.startswith(("   ", "  ]")) and not nxt.lstrip().startswith("#dbg_"):
+                text = line
+                while j < n and lines[j].startswith(("   ", "  ]")) and not lines[j].lstrip().startswith("#dbg_"):
+                    text += "\n" + lines[j]
+                    j += 1
+                block.instrs.append(_parse_instr(i, text))
+            else:
+                block.instrs.append(_parse_instr(i, line))
+            i = j
+            continue
         if line.startswith("}"):
             fn.end_line = i
             return fn, i + 1
@@ -132,20 +151,6 @@ def _parse_function(lines: list[str], start: int) -> tuple[Function, int]:
             fn.blocks.append(block)
             i += 1
             continue
-        if line.startswith("  ") and not line.startswith("   ") and not line.startswith("  ]"):
-            if block is None:                       # unnamed entry block
-                block = Block("%entry")
-                fn.blocks.append(block)
-            # gather continuation lines (switch tables, invoke's "to label ... unwind label ...")
-            text = line
-            j = i + 1
-            while j < len(lines) and (lines[j].startswith("   ") or lines[j].startswith("  ]")) \
-                    and not lines[j].lstrip().startswith("#dbg_"):
-                text += "\n" + lines[j]
-                j += 1
-            block.instrs.append(_parse_instr(i, text))
-            i = j
-            continue
         i += 1                                      # #dbg_ records and other continuations
     raise ValueError(f"function {fn.name} has no closing brace")
 
@@ -156,11 +161,11 @@ _LINKAGES = {"private", "internal", "available_externally", "linkonce", "weak", 
 
 def _parse_instr(line_no: int, text: str) -> Instr:
     body = text.strip()
-    rhs = body.split(" = ", 1)[1] if _ASSIGNED.match(body) else body
+    rhs = body.split(" = ", 1)[1] if body[:1] == "%" and _ASSIGNED.match(body) else body
     opcode = rhs.split(None, 1)[0] if rhs else ""
     if opcode in ("tail", "musttail", "notail"):
         opcode = "call"
-    dbg = _DBG.search(text)
+    dbg = _DBG.search(text) if "!dbg !" in text else None
     ins = Instr(line_no, text, opcode, int(dbg.group(1)) if dbg else -1)
     if opcode in ("call", "invoke", "callbr"):
         ins.is_call = True

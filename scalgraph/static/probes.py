@@ -12,6 +12,7 @@ import re
 
 from scalgraph.errors import UserError
 from scalgraph.static.ir import LEADING, Module, parse_module_text, successors
+from scalgraph.static.nodebug import marked_no_debug_lines
 from scalgraph.static.part import FunctionPlan, build_part, module_hash
 
 PART_SECTION = ".scalgraph.psg"
@@ -101,7 +102,7 @@ def rewrite(mod: Module, plans: list[FunctionPlan], part: dict, modhash: str, *,
         out.extend(before.get(no, ()))
         out.append(line)
     if not keep_debug_info:
-        out = _without_debug_output(out)
+        out = marked_no_debug_lines(out)
     out.append("")
     out.append("@sg_cur = external thread_local(initialexec) global i32")
     out.append("declare void @sg_fn_enter(i32)")
@@ -113,23 +114,6 @@ def rewrite(mod: Module, plans: list[FunctionPlan], part: dict, modhash: str, *,
     out.append(f"@__sg_psg_part_{modhash} = weak_odr hidden constant [{len(blob)} x i8] c\"{_ir_bytes(blob)}\", "
                f"section \"{PART_SECTION}\", align 1")
     return "\n".join(out) + "\n"
-
-
-_EMISSION_KIND = re.compile(r"emissionKind: \w+")
-
-
-def _without_debug_output(lines: list[str]) -> list[str]:
-    """The module as code generation sees it without -g: no variable-location records (the bulk of
-    debug code generation), compile units marked NoDebug (no DWARF at all); the instructions keep
-    their !dbg locations, which cost nothing without DWARF (the PSG part was taken from them)."""
-    out = []
-    for line in lines:
-        if line.startswith("    #dbg_"):
-            continue
-        if line.startswith("!") and "!DICompileUnit(" in line:
-            line = _EMISSION_KIND.sub("emissionKind: NoDebug", line)
-        out.append(line)
-    return out
 
 
 # printable ASCII stays, the rest (and " and \\) becomes \\XX; str.translate does it at C speed

@@ -311,8 +311,14 @@ def attach_lines(verts: list[dict], instr_local: dict[tuple[int, int], int], fn:
     acc: list[dict[int, dict[str, list[int]]]] = [{} for _ in verts]
     mids: list[dict[int, int]] = [{} for _ in verts]
     own: list[tuple[str, int, int] | None] = [None] * len(verts)    # a leaf's own location
+    seen: set[tuple[int, int]] = set()      # (local, DILocation): a second one changes nothing
+    blocks = fn.blocks
     for (b, idx), local in instr_local.items():
-        chain = dbg.chain(fn.blocks[b].instrs[idx].dbg)
+        mid = blocks[b].instrs[idx].dbg
+        if (local, mid) in seen:
+            continue
+        seen.add((local, mid))
+        chain = dbg.chain(mid)
         if chain[0][1] <= 0:
             continue
         depth = len(chain) - 1
