@@ -358,3 +358,36 @@ def test_a_rank_lighter_elsewhere_is_still_late_where_its_extra_loop_runs():
     found = analyse(psg, runs)["root_causes"]
     assert [(c["vertex"], c["rank"]) for c in found][:1] == [(plant, 1)]
     assert abs(found[0]["cost"] - 0.5) < 0.05
+
+
+def test_a_rank_lighter_before_another_call_is_not_less_late_at_this_one():
+    """Measured on miniAMR: rank 1's planted loop ran before the halo exchange's Irecv, and rank 1
+    unpacked fewer faces before the Waitany.  The walk cannot tell which call ends the loop's segment
+    (the Irecvs sit in a loop that may not run), so both segments count; summed, the lighter unpacking
+    cancelled most of the loop's excess.  The others wait at each call for the rank's lateness there:
+    the excess is taken per ending call."""
+    tree = ("FUNCTION", "main", 1, [("LOOP", "loop", 2, [
+        ("COMP", "comp", 3), ("LOOP", "loop", 4, [("MPI", "MPI_Irecv", 5)]),
+        ("COMP", "comp", 7), ("MPI", "MPI_Allreduce", 8)])])
+    psg = syn.psg_from_tree(tree, "comm.c")
+    plant, irecv, unpack, allr = (syn.vertex_at(psg, n) for n in (3, 5, 7, 8))
+    runs = {}
+    for p in (2, 4, 8):
+        t = np.zeros((p, len(psg)))
+        t[:, plant] = 2.0 / p
+        t[1, plant] += 0.5
+        t[:, unpack] = 2.0 / p
+        t[1, unpack] -= 0.2                              # fewer neighbours: lighter unpacking
+        w = np.zeros_like(t)
+        w[:, allr] = 0.5                                 # for rank 1's sends, which follow its loop
+        w[1, allr] = 0.0
+        t[:, allr] = 1e-4 + w[:, allr]
+        rows = [(r, allr, DEP_COLL, -1, -1, syn.WORLD, 10, 8, w[r, allr]) for r in range(p)]
+        prof = syn._profile(psg, p, t, w, rows)
+        prof.calls[:, irecv] = 10
+        prof.comp_cpu[:, irecv] = prof.comp_wall[:, irecv] = t[:, plant]
+        prof.comp_cpu[:, allr] = prof.comp_wall[:, allr] = t[:, unpack]
+        runs[p] = prof
+    assert ending_mpi(psg, plant) == {irecv, allr}
+    top = analyse(psg, runs, weak=True)["root_causes"][0]
+    assert (top["vertex"], top["rank"]) == (plant, 1) and abs(top["cost"] - 0.5) < 0.05

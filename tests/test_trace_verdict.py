@@ -234,11 +234,11 @@ def test_a_busy_machine_stretches_the_cause_and_the_run_alike():
     cpu[:, 1] = 2.0
     cpu[3, 1] = 2.3
     args = (np.array([False, False]), where(("a.c", 10, 0), ("a.c", 20, 1)), ["main/loop", "main/kernel"])
-    got = V.verdict(cost, wall, *args, total_time=128.0, cpu=V.CpuEvidence(cpu, load_stretch=2.5))
+    got = V.verdict(cost, wall, *args, total_time=128.0, cpu=V.CpuEvidence(cpu, stretch=2.5))
     assert [(e["line"], e["rank"]) for e in got] == [(10, 1)]
     assert got[0]["seconds"] == pytest.approx(31.5)
     assert V.verdict(cost, wall, *args, total_time=128.0, cpu=V.CpuEvidence(cpu)) == []
     # the same loop that made nobody wait (its waiting below 5 % of one rank's run) is no cause
     quiet = cost.copy()
     quiet[0, 1] = 0.5
-    assert V.verdict(quiet, wall, *args, total_time=128.0, cpu=V.CpuEvidence(cpu, load_stretch=2.5)) == []
+    assert V.verdict(quiet, wall, *args, total_time=128.0, cpu=V.CpuEvidence(cpu, stretch=2.5)) == []

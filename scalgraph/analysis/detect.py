@@ -56,7 +56,7 @@ from scalgraph.analysis.constructs import Constructs, constructs, contexts
 from scalgraph.analysis.defaults import DEFAULT_MIN_SHARE
 from scalgraph.analysis.evidence_notes import evidence_notes, thin_evidence, typical_samples
 from scalgraph.analysis.merge import cluster_means, cluster_ranks, merge_ranks
-from scalgraph.analysis.mpi_cost import load_stretch, oversubscribed, own_cause_rules, volume_per_rank
+from scalgraph.analysis.mpi_cost import compute_stretch, oversubscribed, own_cause_rules, volume_per_rank
 from scalgraph.analysis.ppg import build_ppg
 from scalgraph.analysis.scaling import fit_models, scaling_loss
 from scalgraph.analysis.segments import segment_excess
@@ -162,8 +162,8 @@ def summarise_scales(psg: PSG, cons: Constructs, profiles: Mapping[int, RunProfi
                       if hz > 0 and prof.nranks else 0.0)
         noise = noise_of_samples(samples, is_mpi, hz)
         floor_p = min_share * program_time(prof, startup)
-        # computation is sampled thread-CPU; the floor is wall time stretched by time-sharing alike
-        floor_cols = np.where(is_mpi, floor_p, floor_p / load_stretch(per_rank[p].stretch, prof, host_cores))
+        # computation is sampled thread-CPU; its floor is the wall floor in thread-CPU (compute_stretch)
+        floor_cols = np.where(is_mpi, floor_p, floor_p / compute_stretch(per_rank[p].stretch))
         abnormal[p] = abnormal_columns(own, wait, is_mpi, noise, abnorm_thd, floor_cols)
         vb[:, i], vc[:, i] = volume_per_rank(prof, cons, is_mpi)
         over[p] = oversubscribed(prof, host_cores)
@@ -261,13 +261,12 @@ def analyse(psg: PSG, profiles: Mapping[int, RunProfile], abnorm_thd: float = DE
         exact = segment_excess(psg, prof, cons.instances[c], r, cons.cid)
         return e if exact is None else min(e, exact)
 
-    # with thin evidence a computation cost within a rank's sampling error is not told from noise
-    # A computation's cost is sampled thread-CPU; the floor is a share of the wall-clock run time,
-    # which other jobs on the machine stretch while thread-CPU stays: compared with the floor as it
-    # is, a 0.4 s loop fell below 5 % of a run other jobs slowed to 10 s.  So the computation floor is
-    # the wall floor divided by the stretch beyond the run's own ranks per core (load_stretch).
-    stretch = load_stretch(sm.rank_times[scales[-1]].stretch, prof, host_cores)
+    # A computation's cost is sampled thread-CPU, the floor a share of the wall-clock run time, which
+    # ranks sharing cores (with each other or other jobs) stretch while thread-CPU stays: the
+    # computation floor is the wall floor divided by that stretch (compute_stretch).
+    stretch = compute_stretch(sm.rank_times[scales[-1]].stretch)
     cpu_floor = floor / stretch
+    # with thin evidence a computation cost within a rank's sampling error is not told from noise
     evidence = thin_evidence(prof, cpu_floor)
     thin, _, rank_error = evidence
     comp_floor = max(cpu_floor, rank_error) if thin else cpu_floor
@@ -326,7 +325,7 @@ def analyse(psg: PSG, profiles: Mapping[int, RunProfile], abnorm_thd: float = DE
         "sampling": {"thin": thin, "median_samples": typical_samples(prof), "error_seconds": rank_error},
         "problem_found": bool(ranked),
         "root_causes": [{**_cause_entry(psg, cons, prof, fits, x, scales, y_total, y_max, loss_total, abnormal,
-                                        total_time, stats, fits_max, weak), "whatif": w}
+                                        total_time, stats, fits_max, weak, stretch), "whatif": w}
                         for x, w in zip(ranked, whatif)],
         "non_scalable": [_construct_brief(psg, cons, c, fits, loss_total, total_time, stats, prof.time)
                          for c in shown_ns],
@@ -405,7 +404,7 @@ def _abnormal_entry(psg: PSG, cons: Constructs, a: Abnormal, prof: RunProfile, m
 
 
 def _cause_entry(psg, cons: Constructs, prof: RunProfile, fits, x: Cause, scales, y_total, y_max, loss_total,
-                 abnormal, total_time, stats, fits_max, weak) -> dict:
+                 abnormal, total_time, stats, fits_max, weak, stretch) -> dict:
     c, v, prof_rank = x.construct, x.vertex, x.rank
     path = x.path
     # the walk goes on to the program's start; the part worth showing ends at the cause
@@ -418,9 +417,11 @@ def _cause_entry(psg, cons: Constructs, prof: RunProfile, fits, x: Cause, scales
     own_abn = [a for a in big if a.vertex == c]
     abnormal_at = [p for p in scales if any(a.vertex == c for a in abnormal[p])]
     start_v, start_r = path.start
+    # a computation's thread-CPU costs the run `stretch` wall seconds per second (compute_stretch)
+    cost_wall = x.cost * (1.0 if psg.kind[v] == MPI else stretch)
     return {
         **_where(psg, v), "construct": int(c), "rank": prof_rank, "cost": x.cost,
-        "cost_share": x.cost / total_time if total_time > 0 else 0.0,
+        "cost_wall": cost_wall, "cost_share": cost_wall / total_time if total_time > 0 else 0.0,
         "explains": {**x.explains, "location": psg.location(x.explains["vertex"]),
                      "name": psg.name[x.explains["vertex"]], "kind": psg.kind_name(x.explains["vertex"])},
         "contexts": contexts(psg, cons.instances[c], prof.time[prof_rank]),

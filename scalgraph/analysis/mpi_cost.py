@@ -57,14 +57,16 @@ def ranks_per_core(profile: RunProfile, host_cores: int | None = None) -> float:
     return max(n / (host_cores or os.cpu_count() or 1), 1.0)
 
 
-def load_stretch(rank_stretch: np.ndarray, profile: RunProfile, host_cores: int | None = None) -> float:
-    """How much other work on the machine stretched the run's computation: the median rank's wall
-    seconds per thread-CPU second of computation (`rank_stretch` [R]; about ranks/cores when its own
-    ranks share cores), over its ranks per core; at least 1.  The floors were set on runs with cores
-    shared by the program's own ranks only, which this leaves as they were."""
+def compute_stretch(rank_stretch: np.ndarray) -> float:
+    """Wall seconds per thread-CPU second of the median rank's computation (`rank_stretch` [R], 1
+    where not measured); at least 1.  A computation cause is
+    sampled thread-CPU while the floors are shares of the wall-clock run: where ranks share cores
+    (with each other or with other jobs) a rank's extra CPU second costs the run this many wall
+    seconds, so the floor for thread-CPU is the wall floor divided by it (8 ranks on 2 cores: a 0.43 s
+    loop in miniGhost delayed the others by 2.1 s, 16 % of the run, and was no cause before)."""
     if not len(rank_stretch):
         return 1.0
-    return float(max(np.median(rank_stretch) / ranks_per_core(profile, host_cores), 1.0))
+    return float(max(np.median(rank_stretch), 1.0))
 
 
 def volume_per_rank(profile: RunProfile, cons: Constructs, is_mpi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -94,7 +94,7 @@ def cpu_evidence(trace, path: str):
     cpu = np.where(prof.calls > 0, 0.0, prof.time)
     from scalgraph.analysis.mpi_cost import compute_stretch
     from scalgraph.analysis.whatif import rank_stretch
-    stretch = compute_stretch(rank_stretch(prof), prof)   # wall per thread-CPU second, as detect's floors
+    stretch = compute_stretch(rank_stretch(prof))   # wall per thread-CPU second, as detect's floors
     pairs = [(n, c) for n, c in zip(prof.meta.get("ranks_on_host") or [], prof.meta.get("cores") or []) if n and c]
     shared = any(n > c for n, c in pairs)
     how = (f"{max(n for n, _ in pairs)} ranks on a host with {min(c for _, c in pairs)} cores time-share them"
@@ -156,22 +156,31 @@ def clock_params(args):
 
 def analyse(trace, clock_correction: bool = True, top: int = 10, source: str = "", min_share: float = 0.05,
             cpu=None, notes=None, params=None, delay_options=None, write_corrected: str | None = None,
-            complete: bool = False, spans: dict | None = None) -> dict:
+            complete: bool = False, spans: dict | None = None, release: bool = False) -> dict:
     """The whole analysis of one trace: clock correction (unless off; `params`: ClockParams), the
     forward replay, delay costs (`delay_options`: delay.DelayOptions), the critical path, the report:
     complete (what `--json` prints) or, by default, limited to the `top` largest call paths on the
     path and instances per pattern (report.limited, what a page of the largest items needs).  `spans`:
-    PSG vertex -> (file, first line, last line) (psg_spans), so a cause's what-if covers its loop nest."""
+    PSG vertex -> (file, first line, last line) (psg_spans), so a cause's what-if covers its loop nest.
+    `release`: the caller needs the trace's events no more; they are dropped (`trace.events` emptied)
+    as soon as the corrected trace, then the replay context's flat columns, hold what is needed, so
+    no event is held twice during the analysis."""
     from scalgraph.trace import critical_path, delay, forward, report, retime
     clock, info = "", None
     extra = program_time(trace)
     if clock_correction:
         from scalgraph.trace.clock import ClockParams, correct_clocks
-        trace, rep = correct_clocks(trace, params or ClockParams())
+        corrected, rep = correct_clocks(trace, params or ClockParams())
         clock, info = rep.summary(), rep.as_dict()
+        if release:
+            _drop_events(trace)             # ranks the correction left alone stay in `corrected`
+        trace = corrected
     if write_corrected:
         write_trace_by_name(trace, write_corrected)
-    fwd = forward.forward_replay(forward.build_context(trace))
+    ctx = forward.build_context(trace)
+    if release:
+        _drop_events(trace)                 # the context's flat columns hold them
+    fwd = forward.forward_replay(ctx)
     options = delay_options or delay.DelayOptions()
     dl = delay.delay_analysis(fwd, options)
     # the verdict reads delays whose intervals a rooted collective does not cut for its non-root ranks
@@ -183,6 +192,11 @@ def analyse(trace, clock_correction: bool = True, top: int = 10, source: str = "
                                  program_time=extra, verdict_delay=dl_verdict, complete=complete)
     retime.add_whatif(result["root_causes"], fwd, spans)      # what fixing each verdict cause would save
     return result if complete else report.limited(result, top)
+
+
+def _drop_events(trace) -> None:
+    """Empty each location's event array (the locations stay, so nranks and the tables do)."""
+    trace.events = [e[:0].copy() for e in trace.events]
 
 
 def write_trace_by_name(trace, path: str) -> None:
@@ -256,7 +270,7 @@ def run(args) -> int:
     spans = psg_spans(trace, path)
     result = analyse(trace, clock_correction=not args.no_clock_correction, top=args.top, source=str(args.trace),
                      min_share=args.min_share, cpu=cpu, notes=notes or None, params=params, delay_options=options,
-                     write_corrected=args.write_corrected, complete=args.json, spans=spans)
+                     write_corrected=args.write_corrected, complete=args.json, spans=spans, release=True)
     if which:                   # an experiment: each cause's what-if at its other traced scales too
         from scalgraph.trace.retime import whatif_across_experiment
         whatif_across_experiment(result["root_causes"], str(args.trace), path, not args.no_clock_correction,

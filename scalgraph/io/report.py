@@ -96,8 +96,9 @@ def write_text(result: dict, out, experiment: str = "", source_roots: list[pathl
     w = lambda text: out.write(printable(text, keep_layout=True))  # noqa: E731  names from inputs stay inert
     w(f"scalgraph detect {experiment}: scales {', '.join(map(str, scales))}; "
       f"run time at p={big}: {_fmt_s(result['run_time'][str(big)])}\n")
-    stretched = (f"; computation, sampled as thread-CPU, below {_fmt_s(t['min_cpu_seconds'])} (its wall time "
-                 f"stretched {t['stretch']:.2g}x by other work on the machine)" if t.get("stretch", 1.0) >= 1.05 else "")
+    stretched = (f"; computation, sampled as thread-CPU, below {_fmt_s(t['min_cpu_seconds'])}: a rank's computation "
+                 f"took {t['stretch']:.2g}x its thread-CPU in wall time, ranks sharing cores"
+                 if t.get("stretch", 1.0) >= 1.05 else "")
     w(f"thresholds: AbnormThd {t['abnorm_thd']}, causes below {t['min_share'] * 100:g}% of the run time "
       f"({_fmt_s(t['min_seconds'])}{stretched}) not reported, {t['ideal']}-scaling ideal"
       f"{', ranks merged by the slowest of %d clusters' % t['clusters'] if t['clusters'] > 1 else ''}\n")
@@ -117,7 +118,10 @@ def write_text(result: dict, out, experiment: str = "", source_roots: list[pathl
         return
     for n, c in enumerate(result["root_causes"], 1):
         w(f"\n#{n} {c['location']}  in {c['function']}  [{c['kind']} {c['name']}]  rank {c['rank']}\n")
-        w(f"   cost {_fmt_s(c['cost'])} = {c['cost_share'] * 100:.1f}% of the run time at p={big}: {_explains(c)}; "
+        wall = c.get("cost_wall", c["cost"])
+        stretched = (f" of thread-CPU, {_fmt_s(wall)} of wall time at the run's {wall / c['cost']:.2g}x stretch"
+                     if c["cost"] > 0 and wall >= 1.05 * c["cost"] else "")
+        w(f"   cost {_fmt_s(c['cost'])}{stretched} = {c['cost_share'] * 100:.1f}% of the run time at p={big}: {_explains(c)}; "
           f"mean time share {c['time_share'] * 100:.1f}%\n")
         if c.get("whatif"):
             w(f"   what-if: {_whatif_text(c)}\n")

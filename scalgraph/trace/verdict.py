@@ -15,14 +15,12 @@ paths that satisfy both:
     detect` applies to a computation; and the waiting it explains (its capped cost) is at least
     `min_share` of one rank's run time: extra work nobody waited for is no cause of waiting.
     Thread-CPU, not the delay it caused: on cores shared by several ranks the others compute while
-    the late rank works, so the waiting underestimates a real cause (a 0.4 s loop in a 6.6 s 8-rank
-    run caused 3.5 % of the total time), while a balanced kernel's ranks differ by 10-15 % of
-    thread-CPU from cache and core sharing alone, which the waiting can inflate (P - 1) times.  As
-    in detect, the thread-CPU is multiplied by the stretch other jobs on the machine added beyond the
-    run's own ranks per core (CpuEvidence.load_stretch): they stretch the run time it is compared
-    with but not thread-CPU (a 0.4 s loop in a run other jobs slowed to 16 s at 8 ranks was no cause).
-    Stretching by the rank's own time-sharing as well let a balanced kernel of PENNANT's control
-    through.  Without a profile: its cost is at least `min_share` of the
+    the late rank works, so the waiting underestimates a real cause, while a balanced kernel's ranks
+    differ by 10-15 % of thread-CPU from cache and core sharing alone, which the waiting can inflate
+    (P - 1) times.  As in detect, the thread-CPU is multiplied by the median rank's wall seconds per
+    thread-CPU second of computation (CpuEvidence.stretch, analysis.mpi_cost.compute_stretch): where
+    ranks share cores an extra CPU second costs the run that many wall seconds (history:
+    docs/trace-analysis.md, "The verdict's size rule").  Without a profile: its cost is at least `min_share` of the
     total time, the run time summed over the ranks (Scalasca's 100 %; delay costs are waiting time
     summed over the ranks, so both are rank-seconds).  A 0.4 s loop on one rank of a 3 s 8-rank run
     that makes the 7 others wait costs about 2.8 of 24 rank-seconds, 12 %.
@@ -62,10 +60,9 @@ class CpuEvidence:
     cpu: np.ndarray
     note: str = ""
     details: dict = field(default_factory=dict)
-    # how much other work on the machine stretched the run's computation beyond its own ranks per
-    # core (scalgraph.analysis.mpi_cost.load_stretch): rule (b) compares thread-CPU times this with the
-    # wall-clock run time
-    load_stretch: float = 1.0
+    # wall seconds per thread-CPU second of the median rank's computation (analysis.mpi_cost.
+    # compute_stretch): rule (b) compares thread-CPU times this with the wall-clock run time
+    stretch: float = 1.0
 
 
 def _excess(values: np.ndarray) -> np.ndarray:
@@ -154,7 +151,7 @@ def verdict(cost: np.ndarray, wall: np.ndarray, is_mpi: np.ndarray, where: list[
         if total_time <= 0 or seconds <= 0:
             continue
         if cpu is not None and w["vertex"] >= 0:
-            if (abnormal_cpu_excess(int(w["vertex"]), cpu.cpu) * cpu.load_stretch < floor / nranks
+            if (abnormal_cpu_excess(int(w["vertex"]), cpu.cpu) * cpu.stretch < floor / nranks
                     or seconds < floor / nranks):
                 continue
         elif seconds < floor:

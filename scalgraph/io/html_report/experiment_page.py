@@ -65,7 +65,7 @@ def _summary(result: dict, views: dict, figures: dict) -> str:
         c = causes[0]
         verdict = (f'<p class="verdict">The costliest root cause is <span class="mono">{esc(fig.short(c["location"]))}'
                    f'</span> in <span class="mono">{esc(c["function"])}</span> on rank {int(c["rank"])}: it costs '
-                   f'{esc(_fmt_s(c["cost"]))}, {esc(_pct(c["cost_share"]))} of the run time at p={big}.</p>')
+                   f'{esc(_fmt_s(c.get("cost_wall", c["cost"])))}, {esc(_pct(c["cost_share"]))} of the run time at p={big}.</p>')
     else:
         t = result["thresholds"]
         verdict = (f'<p class="verdict none">No scaling problem found: no code costs {t["min_share"] * 100:g} % of '
