@@ -81,6 +81,8 @@ class CommInstances:
     end_evt: np.ndarray     # [ninstances, size] COLL_END events
     op: np.ndarray          # [ninstances, size] ENTER of the collective call
     key: int = -1           # synchronisation-partner key: nranks + index of the communicator
+    bytes: np.ndarray | None = None       # [ninstances, size] bytes sent at each COLL_END
+    bytes_recv: np.ndarray | None = None  # [ninstances, size] bytes received at each COLL_END
 
 
 def flatten(trace: tm.Trace) -> Flat:
@@ -411,5 +413,6 @@ def match_collectives(flat: Flat, nest: Nesting, comms: dict[int, list[int]]) ->
             by_rank[m] = these[rk == m]
         end_evt = np.stack([by_rank[int(m)] for m in members], axis=1)
         out.append(CommInstances(comm=c, members=members, end_evt=end_evt, op=nest.owner[end_evt],
-                                 key=flat.nranks + comm_index[c]))
+                                 key=flat.nranks + comm_index[c], bytes=flat.ev["bytes"][end_evt],
+                                 bytes_recv=flat.ev["bytes_recv"][end_evt]))
     return out

@@ -178,7 +178,7 @@ def _instances(ctx, kind):
             continue
         op, end = ci.op[sel], ci.end_evt[sel]
         # a collective ends at its collective-end record (scout's localEndT), not at the region exit
-        yield ci, op, end, ctx.time[op], ctx.time[end], ctx.ev["bytes"][end], ctx.ev["bytes_recv"][end]
+        yield ci, op, end, ctx.time[op], ctx.time[end], ci.bytes[sel], ci.bytes_recv[sel]
 
 
 def _argmax_rows(values, mask):
