@@ -2,7 +2,7 @@
 C/C++ sample and a generated MPI program of 20,000 lines of C.
 
     .venv/bin/python benchmarks/bench_compile.py [--repeat 5] [--lines 20000] [--sources a.c ...]
-                                                 [--make] [--keep DIR]
+                                                 [--make] [--phases] [--keep DIR]
 
 Per input, the CPU time (user + system of all child processes: the steadier figure on a shared
 machine) and the wall time of three builds at -O2, taken in turn so that drift hits all alike,
@@ -13,12 +13,15 @@ median of --repeat runs after one warm-up run (caches of the shim, zig, the Fort
 and the ratios sg / plain.  Then where sgcc's own time goes (the static pass in process, on the IR
 sgcc gives it).  The builds run without PYTHONDONTWRITEBYTECODE, as an installed scalgraph runs.
 --make also builds the generated program split into 8 files with make -j1 and
--j2, plain and sg (wall time: separate compiles must scale with the jobs).
+-j2, plain and sg (wall time: separate compiles must scale with the jobs).  --phases splits one sg
+build's CPU: each process sgcc starts (front end, code generation, tables, link, mpicc -show) and
+sgcc's own python (start-up, imports, static pass, debug-info strip, PSG link, the rest).
 Every build gets a -D never seen before, so no compiler cache (zig's) answers instead of a compile.
 """
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import resource
 import shutil
@@ -159,6 +162,83 @@ def static_pass_cost(sources: list[Path], work: str) -> None:
               f"{'IR text' if as_text else 'bitcode'} by {cc.origin} {' '.join(cc.command[-1:])}")
 
 
+# run in a child python as sgcc runs: every process sgcc starts timed (CPU of the child), and
+# sgcc's own CPU split into start-up, imports, the static pass, the debug-info strip and the rest
+_PHASES_CHILD = r"""
+import json, resource, subprocess, sys, time
+start_cpu = time.process_time()
+real_run, spent = subprocess.run, []
+def timed(cmd, *a, **k):
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    try:
+        return real_run(cmd, *a, **k)
+    finally:
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        spent.append((list(map(str, cmd)), after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime))
+subprocess.run = timed
+t = time.process_time()
+import scalgraph.static, scalgraph.static.nodebug
+from scalgraph.static.driver import main
+imports_cpu, own = time.process_time() - t, {}
+def own_time(module, name, label):
+    inner = getattr(module, name)
+    def wrapped(*a, **k):
+        t = time.process_time()
+        try:
+            return inner(*a, **k)
+        finally:
+            own[label] = own.get(label, 0.0) + time.process_time() - t
+    setattr(module, name, wrapped)
+own_time(scalgraph.static, "instrument_ir_text", "static pass (python)")
+own_time(scalgraph.static, "instrument_bitcode", "static pass (python)")
+own_time(scalgraph.static.nodebug, "without_debug_info", "debug info stripped (python)")
+own_time(scalgraph.static, "link_psg", "PSG link and tables source (python)")
+rc = main(sys.argv[1], sys.argv[2:])
+total = time.process_time()
+own["python start-up"] = start_cpu
+own["imports"] = imports_cpu
+own["rest of sgcc (python)"] = total - sum(own.values())
+print(json.dumps({"rc": rc, "children": spent, "own": own}))
+"""
+
+
+def phase_of(cmd: list[str]) -> str:
+    """Which step of an sgcc call a command it ran is."""
+    if "-emit-llvm" in cmd:
+        return "front end (IR)"
+    if "-disable-llvm-optzns" in cmd:
+        return "code generation"
+    if any(a.endswith("sg_psg_tables.c") for a in cmd):
+        return "tables object"
+    if "-show" in cmd or "--showme" in cmd:
+        return "mpicc -show"
+    if "-c" in cmd or "-S" in cmd:
+        return "other compile"
+    return "link"
+
+
+def phases(sources: list[Path], work: str) -> None:
+    """Where the CPU of one sg build goes: per process sgcc starts, and sgcc's own parts."""
+    lang = "c++" if any(p.suffix == ".cpp" for p in sources) else "c"
+    env = builds(lang == "c++")["sg"][1]
+    cmd = [sys.executable, "-c", _PHASES_CHILD, lang, "-O2", f"-DSG_BENCH_PHASES={time.time_ns()}",
+           *map(str, sources), "-o", "phases.exe", "-lm"]
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    r = subprocess.run(cmd, cwd=work, env=env, capture_output=True, text=True)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if r.returncode or not r.stdout.strip():
+        sys.exit(f"bench_compile: the phase run failed:\n{r.stderr}")
+    got = json.loads(r.stdout.strip().splitlines()[-1])
+    total = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    rows: dict[str, float] = {}
+    for child, secs in got["children"]:
+        rows[phase_of(child)] = rows.get(phase_of(child), 0.0) + secs
+    rows.update(got["own"])
+    print(f"  one sg build, CPU per part (total {total * 1000:.0f} ms):")
+    for name, secs in sorted(rows.items(), key=lambda kv: -kv[1]):
+        print(f"    {name:38s} {secs * 1000:8.0f} ms  {100 * secs / total:5.1f} %")
+
+
 def make_scaling(lines: int, work: str) -> None:
     """The generated program in 8 files, built by make -j1 and -j2, plain and sg (wall seconds)."""
     d = Path(work) / "make"
@@ -188,6 +268,8 @@ def main() -> int:
     ap.add_argument("--lines", type=int, default=20000, help="size of the generated program (0: skip it)")
     ap.add_argument("--sources", nargs="+", type=Path, help="measure these instead of the largest sample")
     ap.add_argument("--make", action="store_true", help="also time make -j1/-j2 on the generated program")
+    ap.add_argument("--phases", action="store_true",
+                    help="also split one sg build's CPU into its processes and sgcc's own parts")
     ap.add_argument("--keep", type=Path, help="build in this directory and keep it")
     args = ap.parse_args()
     if not shutil.which("cc"):
@@ -199,11 +281,15 @@ def main() -> int:
         name = ", ".join(p.relative_to(ROOT).as_posix() if p.is_relative_to(ROOT) else str(p) for p in sample)
         compare(name, sample, args.repeat, work)
         static_pass_cost(sample, work)
+        if args.phases:
+            phases(sample, work)
         if args.lines:
             gen = Path(work) / "generated.c"
             gen.write_text(generate_program(args.lines)[0][1])
             compare("generated MPI program", [gen], args.repeat, work, warm=False)   # the sample warmed them
             static_pass_cost([gen], work)
+            if args.phases:
+                phases([gen], work)
             if args.make:
                 make_scaling(args.lines, work)
     return 0

@@ -35,7 +35,7 @@ def unquote(name: str) -> str:
     return name[1:-1] if name.startswith('"') else name
 
 
-@dataclass
+@dataclass(slots=True)
 class Instr:
     line_no: int          # index of the line in the module text
     text: str
@@ -254,12 +254,18 @@ class DebugInfo:
         innermost first; the last entry is the line in the function that holds the code now."""
         got = self._chain.get(mid)
         if got is None:
-            got = [(*self.location(mid), mid)] if mid >= 0 else [("", 0, -1)]
             m = _LOCATION.match(self.md.get(mid, "")) if mid >= 0 else None
-            if m is None and mid >= 0:
+            if m is not None:               # the usual DILocation: one match gives all (as location())
+                loc = self._loc.get(mid)
+                if loc is None:
+                    loc = self._loc[mid] = (self.scope_file(int(m.group(2))), int(m.group(1)))
+                got = [(loc[0], loc[1], mid)]
+                outer = int(m.group(3)) if m.group(3) else -1
+            elif mid >= 0:
+                got = [(*self.location(mid), mid)]
                 outer = _ref(self._f(mid).get("inlinedAt"))
             else:
-                outer = int(m.group(3)) if m and m.group(3) else -1
+                got, outer = [("", 0, -1)], -1
             if outer >= 0 and outer != mid:
                 got = got + self.chain(outer)
             self._chain[mid] = got
