@@ -177,8 +177,12 @@ def timed(cmd, *a, **k):
         spent.append((list(map(str, cmd)), after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime))
 subprocess.run = timed
 t = time.process_time()
-import scalgraph.static, scalgraph.static.nodebug
+import scalgraph.static
 from scalgraph.static.driver import main
+try:
+    import scalgraph.static.nodebug as nodebug
+except ImportError:                # an older scalgraph (a "before" run) has none
+    nodebug = None
 imports_cpu, own = time.process_time() - t, {}
 def own_time(module, name, label):
     inner = getattr(module, name)
@@ -191,7 +195,8 @@ def own_time(module, name, label):
     setattr(module, name, wrapped)
 own_time(scalgraph.static, "instrument_ir_text", "static pass (python)")
 own_time(scalgraph.static, "instrument_bitcode", "static pass (python)")
-own_time(scalgraph.static.nodebug, "without_debug_info", "debug info stripped (python)")
+if nodebug is not None:
+    own_time(nodebug, "without_debug_info", "debug info stripped (python)")
 own_time(scalgraph.static, "link_psg", "PSG link and tables source (python)")
 rc = main(sys.argv[1], sys.argv[2:])
 total = time.process_time()
