@@ -145,7 +145,7 @@ def critical_path(fwd: ForwardResult) -> CriticalPath:
 def activity_time(ctx, excl_time: np.ndarray, sync: np.ndarray) -> np.ndarray:
     """[call path, rank] t_l: exclusive time minus waiting, MPI_Finalize excluded (Scalasca)."""
     ncp, p = excl_time.shape
-    waiting = waitops.segment_sum(ctx.nest.callpath[sync["op"]] * p + sync["rank"], sync["wait"],
+    waiting = waitops.segment_sum(ctx.nest.callpath[sync["op"]].astype(np.int64) * p + sync["rank"], sync["wait"],
                                   ncp * p).reshape(ncp, p)
     t_l = np.maximum(excl_time - waiting, 0.0)
     t_l[finalize_callpaths(ctx.nest, ctx.trace.regions)] = 0.0

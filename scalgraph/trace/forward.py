@@ -140,7 +140,8 @@ def exclusive_time(ctx: ReplayContext) -> np.ndarray:
     """[call path, rank]: time between each event and the next, booked to the innermost open region."""
     c, p = ctx.ncallpaths, ctx.nranks
     # time outside every region goes to the extra row `c`, which is dropped (no boolean-mask copies)
-    key = ctx.cp_after_ext * p
+    key = ctx.cp_after_ext.astype(np.int64)
+    key *= p
     key += ctx.flat.rank
     return waitops.segment_sum(key, ctx.gap, (c + 1) * p)[:c * p].reshape(c, p)
 
@@ -160,7 +161,7 @@ def forward_replay(ctx: ReplayContext) -> ForwardResult:
     for i, pat in enumerate(patterns.PATTERNS):
         if pat.evaluate is not None:
             rows = found[pat.key]
-            key = ctx.nest.callpath[rows["op"]] * p + rows["rank"]
+            key = ctx.nest.callpath[rows["op"]].astype(np.int64) * p + rows["rank"]
             cube[i] = waitops.segment_sum(key, rows["wait"], c * p).reshape(c, p)
         elif pat.region_class == "all":
             cube[i] = excl

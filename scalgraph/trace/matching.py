@@ -186,16 +186,23 @@ def _match_rank(kind, region, table: _CallPathTable, rank: int):
     return partner, owner, callpath, cp_after
 
 
+def index_dtype(n: int):
+    """int32 for event indices and call-path ids when n fits (call paths are fewer than events),
+    else int64.  Keys built from them (call path x ranks + rank) are computed in int64."""
+    return np.int32 if n < 2**31 - 1 else np.int64
+
+
 def match_regions(flat: Flat) -> Nesting:
     """ENTER/EXIT pairs, owners and call paths, one rank at a time (ranks are independent, and
     rank-sized arrays stay in cache)."""
     kind, region = flat.ev["kind"], flat.ev["region"]
     n = len(kind)
     table = _CallPathTable(int(region.max()) + 2 if n else 1)
-    partner = np.empty(n, np.int64)
-    owner = np.empty(n, np.int64)
-    callpath = np.empty(n, np.int64)
-    cp_after = np.empty(n, np.int64)
+    idx = index_dtype(n)                              # int32 halves the four event-sized arrays
+    partner = np.empty(n, idx)
+    owner = np.empty(n, idx)
+    callpath = np.empty(n, idx)
+    cp_after = np.empty(n, idx)
     for r in range(flat.nranks):
         a, b = int(flat.offsets[r]), int(flat.offsets[r + 1])
         pa, ow, cp, ca = _match_rank(kind[a:b], region[a:b].astype(np.int64), table, r)   # rank-sized copy
