@@ -162,3 +162,30 @@ def test_the_fix_is_the_diagnosis_scales_typical_rank_at_every_scale():
     out = predict_fixed(psg, cons, flat, [loop], scaling_loss_of=lambda c: False,
                         ideal_of=lambda c, p: 0.0, run_times={2: 3.0, 8: 1.5})
     assert out[0]["gain"]["8"] == pytest.approx(0.0) and out[0]["gain"]["2"] == pytest.approx(0.0)
+
+
+def test_a_cause_is_stretched_by_its_own_segments_wall_per_cpu():
+    """cg at p=2 on a loaded machine: rank 1's audit loop (1 CPU second, sampled) ran 3 wall seconds
+    (the segment before its MPI_Sendrecv: wall 3, CPU 1), its other computation 1 s at full speed
+    (the segment before the MPI_Allreduce); rank 0 computes 1 s and waits 3.  Stretched by rank 1's
+    whole computation (4 wall / 2 CPU = 2) the fix would remove 2 s; by the loop's own segment (3)
+    it removes 3, and both ranks then run 1 s: the run goes from 4 to 1, a gain of 3."""
+    from scalgraph.analysis.constructs import constructs
+    from scalgraph.analysis.whatif import RankTimes, predict_fixed
+    psg = syn.psg_from_tree(("FUNCTION", "main", 1, [("COMP", "audit", 21), ("MPI", "MPI_Sendrecv", 22),
+                                                     ("COMP", "rest", 30), ("MPI", "MPI_Allreduce", 31)]), "cg.c")
+    cons = constructs(psg)
+    audit, rest = int(cons.cid[syn.vertex_at(psg, 21)]), int(cons.cid[syn.vertex_at(psg, 30)])
+    own = np.zeros((2, len(cons)))
+    own[:, audit], own[:, rest] = [0.0, 1.0], [1.0, 1.0]
+    wall, cpu = np.zeros((2, len(psg.kind))), np.zeros((2, len(psg.kind)))
+    sendrecv, allreduce = syn.vertex_at(psg, 22), syn.vertex_at(psg, 31)
+    wall[1, sendrecv], cpu[1, sendrecv] = 3.0, 1.0
+    wall[:, allreduce], cpu[:, allreduce] = 1.0, 1.0
+    busy, stretch = wall.sum(axis=1), np.array([1.0, 2.0])
+    kept = RankTimes(own, busy, stretch, np.array([3.0, 0.0]))          # no segments: the rank's stretch
+    assert predict_fixed(psg, cons, {2: kept}, [audit], scaling_loss_of=lambda c: False,
+                         ideal_of=lambda c, p: 0.0, run_times={2: 4.0})[0]["gain"]["2"] == pytest.approx(2.0)
+    seg = RankTimes(own, busy, stretch, np.array([3.0, 0.0]), wall, cpu)
+    assert predict_fixed(psg, cons, {2: seg}, [audit], scaling_loss_of=lambda c: False,
+                         ideal_of=lambda c, p: 0.0, run_times={2: 4.0})[0]["gain"]["2"] == pytest.approx(3.0)

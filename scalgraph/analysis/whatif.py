@@ -17,9 +17,12 @@ busiest one.  The waiting the cause explains disappears with it, waiting it does
 
 Gains are wall-clock seconds, as the user will measure them.  Sampled times are thread-CPU; where the
 profile measured the computation between MPI calls exactly (wall and thread-CPU, format 2), a rank's
-busy time is that wall time plus its MPI work, and its sampled seconds are stretched by the rank's
-wall/CPU ratio of its computation (a rank that got a quarter of a core on a loaded or oversubscribed
-machine takes four wall seconds per CPU second, and gives them back when fixed).  Where the
+busy time is that wall time plus its MPI work, and the cause's sampled seconds are stretched by the
+wall/CPU ratio of the computation segments it runs in (a rank that got a quarter of a core on a
+loaded or oversubscribed machine takes four wall seconds per CPU second, and gives them back when
+fixed; a long loop that waiting ranks and other jobs crowd gets less than the rank's short bursts:
+cg at p=2 under load 12-17, 3.9-4.8 wall seconds per CPU second in the audit loop's segment against
+3.6-4.2 over the rank's computation, the gain 0.3-0.6 s too small).  Where the
 late rank changes from one iteration to the next, the summed profile hides it and the gain is an
 upper bound of what the profile can know (a trace's re-timing, scalgraph/trace/retime.py, sees the
 iterations).  The gain is fitted over the scales like any time and extrapolated to 2P and 4P.
@@ -103,13 +106,32 @@ class RankTimes:
     busy: np.ndarray       # [R] wall seconds busy (rank_busy)
     stretch: np.ndarray    # [R] wall seconds per CPU second of computation (rank_stretch)
     wait: np.ndarray       # [R] wall seconds waiting in MPI calls, start-up and shut-down left out
+    comp_wall: np.ndarray | None = None   # [R x V] measured computation before each MPI call (wall, CPU)
+    comp_cpu: np.ndarray | None = None
+
+    def segment_stretch(self, psg: PSG, instances: list[int]) -> np.ndarray:
+        """[R] wall seconds per CPU second of the computation segments the given vertices run in
+        (a long loop that other jobs or waiting ranks crowd is stretched more than the rank's other
+        computation); the rank's whole computation's where those segments are not known."""
+        if self.comp_wall is None or not instances:
+            return self.stretch
+        from scalgraph.analysis.segments import ANY, _Entry, ending_mpi
+        entry = _Entry(psg, (self.comp_wall > 0).any(axis=0) | (self.comp_cpu > 0).any(axis=0))
+        ends = set().union(*(ending_mpi(psg, v, entry) for v in instances))
+        if not ends or ANY in ends:
+            return self.stretch
+        cols = np.array(sorted(ends))
+        wall, cpu = self.comp_wall[:, cols].sum(axis=1), self.comp_cpu[:, cols].sum(axis=1)
+        return np.where(cpu > 0, np.maximum(wall / np.where(cpu > 0, cpu, 1.0), 1.0), self.stretch)
 
 
 def rank_times(psg: PSG, cons: Constructs, prof: RunProfile, own: np.ndarray, excluded: np.ndarray) -> RankTimes:
     """One scale's RankTimes from its profile and its [R x V] own time (abnormal.own_time)."""
     is_mpi = np.asarray(psg.kind) == MPI
     wait = prof.wait[:, is_mpi & ~excluded].sum(axis=1)
-    return RankTimes(cons.sum_columns(own), rank_busy(psg, prof, own, excluded), rank_stretch(prof), wait)
+    segs = measured(prof)
+    return RankTimes(cons.sum_columns(own), rank_busy(psg, prof, own, excluded), rank_stretch(prof), wait,
+                     prof.comp_wall if segs else None, prof.comp_cpu if segs else None)
 
 
 def nested_constructs(psg: PSG, cons: Constructs, c: int) -> list[int]:
@@ -160,9 +182,10 @@ def predict_fixed(psg: PSG, cons: Constructs, per_scale: Mapping[int, RankTimes]
         for i, c in enumerate(constructs_):
             ideal = ideal_of(c, p) if losses[i] else None
             own_g = own_of(rt, i, c, losses[i])
-            removal = removal_per_rank(own_g * rt.stretch,
-                                       None if ideal is None else ideal * float(np.median(rt.stretch)),
-                                       typical_big[i] * carry * rt.stretch)
+            stretch = rt.segment_stretch(psg, [v for d in groups[i] for v in cons.instances[d]])
+            removal = removal_per_rank(own_g * stretch,
+                                       None if ideal is None else ideal * float(np.median(stretch)),
+                                       typical_big[i] * carry * stretch)
             gains[i, j] = gain_with_waiting(rt.busy, rt.wait, removal)
     out = []
     fits = fit_models(scales, gains) if len(scales) >= 2 else None
