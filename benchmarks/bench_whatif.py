@@ -6,7 +6,8 @@ run the program as it is and, right after or right before, with SAMPLE_FIXED=1 i
 (every sample with a planted cause skips it then; samples/README.md), plain and, with --modes trace,
 traced.  The two variants of one scale run back to back, broken first in even repetitions and fixed
 first in odd ones, so that the machine's load (other jobs come and go) hits both alike.  The measured
-gain at p is the median wall time of the K broken runs minus the median of the K fixed runs; the
+gain at p is the median over the K pairs of the broken run's wall time minus the fixed run's (the
+difference of the two variants' medians, kept in the JSON, mixes pairs run under other loads); the
 predicted gain is the median over the K broken experiments of the `whatif` of the root cause
 `scalgraph detect --json` (profile mode) or `scalgraph trace --json EXP` (trace mode: diagnosed at the
 largest traced scale, re-timed at each) reports on the planted lines, computed after the runs.  A
@@ -175,8 +176,9 @@ def main(argv: list[str] | None = None) -> int:
             scales = [p for p in asked if p in expected(name)["scales"]] or asked
             for mode in modes:
                 trace = mode == "trace"
-                walls: dict[bool, dict[int, list[float]]] = {False: {}, True: {}}
-                inside: dict[bool, dict[int, list[float]]] = {False: {}, True: {}}
+                # per variant, scale and repetition: wall time, and for traced runs the time after the launch
+                walls: dict[bool, dict[int, dict[int, float]]] = {False: {}, True: {}}
+                inside: dict[bool, dict[int, dict[int, float]]] = {False: {}, True: {}}
                 preds: dict[int, list[float]] = {}
                 variants = (False, True) if rc else (False,)
                 for k in range(args.repeat):
@@ -188,24 +190,34 @@ def main(argv: list[str] | None = None) -> int:
                         for fixed in (variants if k % 2 == 0 else variants[::-1]):
                             w = run(exe, exps[fixed], p, fixed, trace, args.reuse)
                             if w is not None:
-                                walls[fixed].setdefault(p, []).append(w)
+                                walls[fixed].setdefault(p, {})[k] = w
                             inner = program_time(exps[fixed], p) if trace and w is not None else None
                             if inner is not None:
-                                inside[fixed].setdefault(p, []).append(inner)
+                                inside[fixed].setdefault(p, {})[k] = inner
                     for p, g in ((predicted_trace if trace else predicted_profile)(exps[False], rc) or {}).items():
                         preds.setdefault(p, []).append(g)
+
+                def paired(by: dict[bool, dict[int, dict[int, float]]], p: int) -> list[float]:
+                    """broken minus fixed of each repetition: the two runs of a pair ran back to back"""
+                    b, f = by[False].get(p, {}), by[True].get(p, {})
+                    return [b[k] - f[k] for k in sorted(b) if k in f]
+
                 for p in sorted(walls[False]):
-                    broken = statistics.median(walls[False][p])
-                    meas = broken - statistics.median(walls[True].get(p, [broken])) if rc else 0.0
+                    broken = statistics.median(walls[False][p].values())
+                    pairs = paired(walls, p) if rc else []
+                    # the measured gain: the median of the pairs' differences (each pair under one load;
+                    # the difference of the two variants' medians mixes pairs run under other loads)
+                    meas = statistics.median(pairs) if pairs else 0.0
+                    inner_pairs = paired(inside, p) if rc else []
                     pred = statistics.median(preds[p]) if preds.get(p) else None
                     rows.append({"sample": name, "mode": mode, "p": p, "run_time": broken,
                                  "measured_gain": meas, "predicted_gain": pred,
                                  "repetitions": len(walls[False][p]), "predictions": preds.get(p, []),
-                                 # each repetition's pair (run back to back): how far the load moved them
-                                 "measured_per_repetition": [b - f for b, f in zip(walls[False][p], walls[True].get(p, []))],
+                                 "measured_per_repetition": pairs,
+                                 "difference_of_medians": (broken - statistics.median(walls[True][p].values())
+                                                           if rc and walls[True].get(p) else 0.0),
                                  # traced runs: the gain without the launch (MPI_Init exit to the end)
-                                 "measured_after_launch": (statistics.median(inside[False][p]) - statistics.median(inside[True][p])
-                                                           if rc and inside[False].get(p) and inside[True].get(p) else None),
+                                 "measured_after_launch": statistics.median(inner_pairs) if inner_pairs else None,
                                  "verdict": verdict(pred, meas, broken)})
                     pg = "-" if pred is None else f"{pred:.3f}"
                     al = rows[-1]["measured_after_launch"]
