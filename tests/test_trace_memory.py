@@ -10,7 +10,9 @@ import numpy as np
 import pytest
 
 from scalgraph.commands.trace import analyse
-from scalgraph.trace import forward
+from scalgraph.trace import forward, matching
+from scalgraph.trace.clock import ClockParams, correct_clocks, correct_flat
+from test_trace_clock_hybrid import skewed_hybrid
 from test_trace_parallel import random_traces
 from test_trace_report_output import hostile_trace
 
@@ -22,7 +24,16 @@ def skewed(trace, shift: float):
     return out
 
 
-CASES = [hostile_trace(), skewed(hostile_trace(), 0.7)] + random_traces(6, seed=11)
+def with_offsets(trace):
+    """Measured clock offsets that move rank 1 by 0.4 s to 0.9 s over the run (interpolated first)."""
+    out = copy.deepcopy(trace)
+    end = float(max(e["time"][-1] for e in out.events))
+    out.meta["clock_offsets"] = {"1": [[0.0, 0.4], [end, 0.9]]}
+    return out
+
+
+CASES = ([hostile_trace(), skewed(hostile_trace(), 0.7), with_offsets(hostile_trace())]
+         + [skewed(t, 0.3) for t in random_traces(6, seed=11)])
 
 
 @pytest.mark.parametrize("i", range(len(CASES)))
@@ -50,3 +61,15 @@ def test_context_keeps_collective_bytes_and_drops_matching_only_fields():
         for field, got in (("bytes", ci.bytes), ("bytes_recv", ci.bytes_recv)):
             want = np.array([[trace.events[a][field][b] for a, b in zip(ra, la)] for ra, la in zip(r, local)])
             assert np.array_equal(got, want.reshape(got.shape))
+
+
+@pytest.mark.parametrize("trace", CASES + [skewed_hybrid(3), skewed_hybrid(5)], ids=lambda _: "")
+@pytest.mark.parametrize("force", [False, True])
+def test_correcting_the_flat_trace_in_place_gives_correct_clocks_times(trace, force):
+    params = ClockParams(gamma=0.9)
+    out, want = correct_clocks(trace, params, force=force)
+    flat = matching.flatten(copy.deepcopy(trace))
+    got = correct_flat(trace, flat, params, force=force)
+    assert np.array_equal(flat.ev["time"], matching.flatten(out).ev["time"])      # bit for bit
+    assert json.dumps(got.as_dict(), default=str) == json.dumps(want.as_dict(), default=str)
+    assert got.summary() == want.summary()

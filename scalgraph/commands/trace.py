@@ -163,23 +163,33 @@ def analyse(trace, clock_correction: bool = True, top: int = 10, source: str = "
     path and instances per pattern (report.limited, what a page of the largest items needs).  `spans`:
     PSG vertex -> (file, first line, last line) (psg_spans), so a cause's what-if covers its loop nest.
     `release`: the caller needs the trace's events no more; they are dropped (`trace.events` emptied)
-    as soon as the corrected trace, then the replay context's flat columns, hold what is needed, so
-    no event is held twice during the analysis."""
+    once flattened: the clock correction and the replay context work on the flat columns, so every
+    event is held once during the analysis (with `write_corrected`, once the context holds them)."""
     from scalgraph.trace import critical_path, delay, forward, report, retime
+    from scalgraph.trace.clock import ClockParams, correct_clocks, correct_flat
     clock, info = "", None
     extra = program_time(trace)
-    if clock_correction:
-        from scalgraph.trace.clock import ClockParams, correct_clocks
-        corrected, rep = correct_clocks(trace, params or ClockParams())
-        clock, info = rep.summary(), rep.as_dict()
+    if release and not write_corrected:
+        from scalgraph.trace.matching import flatten
+        flat = flatten(trace)
+        _drop_events(trace)
+        if clock_correction:
+            rep = correct_flat(trace, flat, params or ClockParams())
+            clock, info = rep.summary(), rep.as_dict()
+        ctx = forward.build_context(trace, flat=flat)
+        del flat
+    else:
+        if clock_correction:
+            corrected, rep = correct_clocks(trace, params or ClockParams())
+            clock, info = rep.summary(), rep.as_dict()
+            if release:
+                _drop_events(trace)         # ranks the correction left alone stay in `corrected`
+            trace = corrected
+        if write_corrected:
+            write_trace_by_name(trace, write_corrected)
+        ctx = forward.build_context(trace)
         if release:
-            _drop_events(trace)             # ranks the correction left alone stay in `corrected`
-        trace = corrected
-    if write_corrected:
-        write_trace_by_name(trace, write_corrected)
-    ctx = forward.build_context(trace)
-    if release:
-        _drop_events(trace)                 # the context's flat columns hold them
+            _drop_events(trace)             # the context's flat columns hold them
     fwd = forward.forward_replay(ctx)
     options = delay_options or delay.DelayOptions()
     dl = delay.delay_analysis(fwd, options)

@@ -295,11 +295,12 @@ def _violations(t: np.ndarray, flat, lm: LogicalMessages, l_min: float, tol: flo
 
 # ----------------------------------------------------------------------------- offset interpolation
 
-def interpolate_offsets(trace: tm.Trace) -> bool:
+def interpolate_offsets(trace: tm.Trace, times: list[np.ndarray] | None = None) -> bool:
     """Apply meta["clock_offsets"] in place: per rank a list of [local_time, offset] pairs (offset =
     reference clock - local clock, measured e.g. at MPI_Init and MPI_Finalize).  Times become
     t + offset(t), offset(t) linear through the first and last pair (constant with one pair).
-    Returns whether anything was applied."""
+    `times`: per rank the time array to correct in place (views of a flat trace's column), instead
+    of the events' time fields.  Returns whether anything was applied."""
     offsets = trace.meta.get("clock_offsets")
     if not offsets:
         return False
@@ -313,14 +314,23 @@ def interpolate_offsets(trace: tm.Trace) -> bool:
             raise UserError(f"clock_offsets of rank {key!r} must be a list of [local_time, offset] pairs") from None
         if not 0 <= rank < trace.nranks or len(pts) == 0 or not np.isfinite(pts).all():
             raise UserError(f"clock_offsets: rank {key!r} is not a rank of this trace or has no finite pairs")
-        t = trace.events[rank]["time"]
+        t = trace.events[rank]["time"] if times is None else times[rank]
         (t0, o0), (t1, o1) = pts[0], pts[-1]
         slope = (o1 - o0) / (t1 - t0) if t1 != t0 else 0.0
         if slope <= -1:
             raise UserError(f"clock_offsets of rank {rank} would reverse time (drift slope {slope:.3g})")
-        trace.events[rank]["time"] = t + o0 + slope * (t - t0)
+        if times is None:
+            trace.events[rank]["time"] = t + o0 + slope * (t - t0)
+        else:
+            t[:] = t + o0 + slope * (t - t0)
         applied = True
     return applied
+
+
+def _check_monotonic(times) -> None:
+    for rank, t in enumerate(times):
+        if np.any(np.diff(t) < 0):
+            raise UserError(f"rank {rank}: clock offset interpolation made time go backwards")
 
 
 # ----------------------------------------------------------------------------------- correction
@@ -342,34 +352,60 @@ def correct_clocks(trace: tm.Trace, params: ClockParams = ClockParams(), force: 
         out.events = [e.copy() for e in trace.events]   # interpolation writes in place
     report.offsets_applied = interpolate_offsets(out)
     if report.offsets_applied:
-        for rank, ev in enumerate(out.events):
-            if np.any(np.diff(ev["time"]) < 0):
-                raise UserError(f"rank {rank}: clock offset interpolation made time go backwards")
+        _check_monotonic([ev["time"] for ev in out.events])
         out.meta.pop("clock_offsets", None)
     flat = matching.flatten(out)
-    lm = logical_messages(out, params, flat)
-    if any(c >= tm.OMP_TEAM_BASE for c in out.comms):
-        from scalgraph.trace import clock_hybrid
-        lm = clock_hybrid.hybrid_messages(out, flat, lm, params, openmp)
-        if openmp:
-            report.openmp = {"logical_messages": clock_hybrid.summary(lm)}
-    report.violations = _violations(flat.ev["time"], flat, lm, 0.0)
-    if len(report.violations) == 0 and not force:
+    _logical_clock(out, flat, params, force, openmp, report)
+    if not report.corrected:
         return out, report
-    t = flat.ev["time"].astype(float)
-    c, jumps = _forward(t, flat, lm, params)
-    _backward(c, flat, lm, jumps, params)
     for r in range(flat.nranks):
-        times = c[flat.offsets[r]:flat.offsets[r + 1]]
+        times = flat.ev["time"][flat.offsets[r]:flat.offsets[r + 1]]
         if out.events[r] is shared[r] and not np.array_equal(times, shared[r]["time"]):
             out.events[r] = shared[r].copy()
         if out.events[r] is not shared[r]:
             out.events[r]["time"] = times
+    return out, report
+
+
+def correct_flat(trace: tm.Trace, flat, params: ClockParams = ClockParams(), force: bool = False,
+                 openmp: bool = True) -> ClockReport:
+    """correct_clocks on the flat events of `trace` (matching.flatten(trace)), in place: the offset
+    interpolation and the controlled logical clock write flat.ev["time"], and `trace` is read for its
+    definitions and meta only, so a caller that needs no corrected Trace (the replay context is built
+    from `flat`) can drop the trace's events first and hold every event once.  The same times, bit
+    for bit, as correct_clocks."""
+    report = ClockReport(violations=np.zeros(0, VIOLATION_DTYPE), params=params)
+    if trace.meta.get("clock_offsets"):
+        col, off = flat.ev["time"], flat.offsets
+        times = [col[off[r]:off[r + 1]] for r in range(flat.nranks)]
+        report.offsets_applied = interpolate_offsets(trace, times)
+        if report.offsets_applied:
+            _check_monotonic(times)
+    _logical_clock(trace, flat, params, force, openmp, report)
+    return report
+
+
+def _logical_clock(trace: tm.Trace, flat, params: ClockParams, force: bool, openmp: bool,
+                   report: ClockReport) -> None:
+    """Violations, then (when some remain, or `force`) the controlled logical clock on flat.ev["time"],
+    in place; fills `report`."""
+    lm = logical_messages(trace, params, flat)
+    if any(c >= tm.OMP_TEAM_BASE for c in trace.comms):
+        from scalgraph.trace import clock_hybrid
+        lm = clock_hybrid.hybrid_messages(trace, flat, lm, params, openmp)
+        if openmp:
+            report.openmp = {"logical_messages": clock_hybrid.summary(lm)}
+    report.violations = _violations(flat.ev["time"], flat, lm, 0.0)
+    if len(report.violations) == 0 and not force:
+        return
+    t = flat.ev["time"].astype(float)
+    c, jumps = _forward(t, flat, lm, params)
+    _backward(c, flat, lm, jumps, params)
+    flat.ev["time"][:] = c
     report.corrected = True
     report.jumps = len(jumps)
     report.max_jump = max((j[1] for j in jumps), default=0.0)
     report.max_shift = float((c - t).max()) if len(t) else 0.0
-    return out, report
 
 
 class _SegmentMax:

@@ -209,7 +209,7 @@ def mpi_callpaths(ctx: ReplayContext) -> np.ndarray:
     return is_mpi[np.where(reg >= 0, reg, len(is_mpi) - 1)]
 
 
-CHUNK = 1 << 15          # wait states per chunk of the delay analysis
+CHUNK = 1 << 13          # wait states per chunk of the delay analysis
 DENSE_LIMIT = 1 << 25     # keys up to this use a dense bincount (O(n)), larger ones a sort
 
 

@@ -91,10 +91,13 @@ MATCHING_ONLY = ("request", "bytes", "bytes_recv")
 
 
 @without_hugepage_advice
-def build_context(trace: tm.Trace, allow_unmatched: bool = False) -> ReplayContext:
+def build_context(trace: tm.Trace, allow_unmatched: bool = False, flat: matching.Flat | None = None
+                  ) -> ReplayContext:
+    """The replay context of a trace; `flat`: its events already flattened (matching.flatten, as the
+    clock correction left them), whose columns it takes over, so `trace.events` may be empty."""
     if trace.nranks == 0:
         raise UserError("the trace has no locations; nothing to analyse")
-    flat = matching.flatten(trace)
+    flat = flat if flat is not None else matching.flatten(trace)
     if len(flat.ev) == 0:
         raise UserError(f"the trace has {trace.nranks} locations but no events; nothing to analyse")
     nest = matching.match_regions(flat)
