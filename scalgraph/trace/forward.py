@@ -102,6 +102,7 @@ def build_context(trace: tm.Trace, allow_unmatched: bool = False, flat: matching
         raise UserError(f"the trace has {trace.nranks} locations but no events; nothing to analyse")
     nest = matching.match_regions(flat)
     msgs = matching.match_messages(flat, nest)
+    flat.pairs = None                   # Messages holds what the replay needs of them
     if not allow_unmatched and (len(msgs.unmatched_send) or len(msgs.unmatched_recv)):
         side, g = (("send", msgs.unmatched_send[0]) if len(msgs.unmatched_send)
                    else ("receive", msgs.unmatched_recv[0]))

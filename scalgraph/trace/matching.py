@@ -35,6 +35,9 @@ class Flat:
     ev: Columns             # EVENT_DTYPE fields as columns, all ranks end to end
     rank: np.ndarray        # int32 world rank of each event
     offsets: np.ndarray     # int64 [nranks + 1]: rank r owns ev[offsets[r]:offsets[r+1]]
+    # pair_messages' result, computed once: the clock correction and the replay context both pair
+    # the messages, and the pairing reads no time (the correction changes only times)
+    pairs: tuple | None = None
 
     @property
     def nranks(self) -> int:
@@ -348,7 +351,13 @@ def match_messages(flat: Flat, nest: Nesting) -> Messages:
 
 def pair_messages(flat: Flat):
     """Sends paired with receives (MPI's non-overtaking rule): send events, receive events, the
-    event that posted each receive, unmatched sends, unmatched receives."""
+    event that posted each receive, unmatched sends, unmatched receives.  Kept in flat.pairs."""
+    if flat.pairs is None:
+        flat.pairs = _pair_messages(flat)
+    return flat.pairs
+
+
+def _pair_messages(flat: Flat):
     ev, kind = flat.ev, flat.ev["kind"]
     s = np.flatnonzero((kind == tm.SEND) | (kind == tm.ISEND))
     r = np.flatnonzero((kind == tm.RECV) | (kind == tm.IRECV))
