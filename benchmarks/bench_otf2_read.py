@@ -107,8 +107,20 @@ def phase(name, f):
     return out
 tr = phase("read", lambda: read_trace(sys.argv[1], validate=False))
 phase("validate", lambda: validate.check_trace(tr))
-tr2, rep = phase("clock correction", lambda: correct_clocks(tr, ClockParams()))
-ctx = phase("replay context", lambda: forward.build_context(tr2))
+try:                                     # the command's path: flattened once, corrected in place
+    from scalgraph.trace.clock import correct_flat
+    from scalgraph.trace.matching import flatten
+except ImportError:                      # a revision before it
+    correct_flat = None
+if correct_flat is None:
+    tr2, rep = phase("clock correction", lambda: correct_clocks(tr, ClockParams()))
+    ctx = phase("replay context", lambda: forward.build_context(tr2))
+else:
+    flat = phase("flatten", lambda: flatten(tr))
+    tr.events = [e[:0].copy() for e in tr.events]
+    rep = phase("clock correction", lambda: correct_flat(tr, flat, ClockParams()))
+    ctx = phase("replay context", lambda: forward.build_context(tr, flat=flat))
+    del flat
 fwd = phase("forward replay", lambda: forward.forward_replay(ctx))
 dl = phase("delay costs", lambda: delay.delay_analysis(fwd, delay.DelayOptions()))
 cp = phase("critical path", lambda: critical_path.critical_path(fwd))
