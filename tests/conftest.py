@@ -30,6 +30,14 @@ PROBE_STUB = ("#include <stdint.h>\n#include \"scalgraph.h\"\n__thread uint32_t 
               "void sg_fn_enter(uint32_t f) { (void)f; }\nvoid sg_fn_exit(void) {}\n")
 
 
+def sgcc_build(src: pathlib.Path, exe: pathlib.Path) -> pathlib.Path:
+    """`src` built with scalgraph's sgcc at -O2 -g into `exe`; a failed build fails with its errors."""
+    res = subprocess.run([venv_tool("sgcc"), "-O2", "-g", "-o", str(exe), str(src)], capture_output=True,
+                         text=True, timeout=600)
+    assert res.returncode == 0, res.stderr
+    return exe
+
+
 def build_probed(program: pathlib.Path, out: pathlib.Path) -> tuple[pathlib.Path, pathlib.Path]:
     """`program` linked with the shim (out/with_shim) and, the same code, with PROBE_STUB (out/plain)."""
     from scalgraph.runtime.shim import INSTRUMENT_DIR, link_flags, shim_library
@@ -49,6 +57,21 @@ def repo_root() -> pathlib.Path:
 @pytest.fixture(scope="session")
 def samples_dir() -> pathlib.Path:
     return ROOT / "samples"
+
+
+@pytest.fixture(scope="session")
+def wrapped_sample(tmp_path_factory):
+    """name -> samples/<name> built with scalgraph's compile wrapper (-O2 -g), once per session (per
+    worker under xdist): the tests only run the executable, each with its own output directory."""
+    from test_e2e_samples import build_with_wrapper, require_parts
+    built = {}
+
+    def get(name: str) -> pathlib.Path:
+        require_parts(name)
+        if name not in built:
+            built[name] = build_with_wrapper(name, tmp_path_factory.mktemp(f"sample-{name}"))
+        return built[name]
+    return get
 
 
 def require_tool(available: bool, reason: str) -> None:
@@ -80,3 +103,24 @@ def selected_mpi(request):
         require_tool(shutil.which("mpicc.openmpi") is not None, "no Open MPI (apt-get install openmpi-bin libopenmpi-dev)")
         os.environ.update(OPENMPI_ENV)
     return choice
+
+
+# ---- order of the parallel run (scripts/test.sh: pytest-xdist, --dist loadfile) ----------------------
+# A worker takes the next whole file when it is nearly done with its own.  The files that take longest
+# start first, so that none begins while the other worker is finishing the rest (the order measured
+# with --durations on 2026-11-26; a file not named here only starts later, nothing else changes).
+LONGEST_FIRST = (
+    "test_e2e_trace.py", "test_driver_fortran.py", "test_driver_build.py", "test_e2e_samples.py",
+    "test_accuracy_runner.py", "test_shim_build.py", "test_docs_commands.py", "test_trace_record.py",
+    "test_openmp_trace.py", "test_e2e_demo.py", "test_shim_coverage.py", "test_openmpi_e2e.py",
+    "test_shim_fortran.py", "test_driver_errors.py", "test_openmp_e2e.py", "test_openmp_build.py",
+    "test_report_html_browser.py", "test_compile_paths.py", "test_hardening_corpus.py",
+    "test_hardening_outputs.py", "test_shim_mpi.py", "test_shim_sampler.py", "test_export_e2e.py",
+)
+
+
+def pytest_collection_modifyitems(config, items):
+    if not hasattr(config, "workerinput"):      # only on xdist's workers: a plain run keeps file order
+        return
+    rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))   # stable: the rest as collected

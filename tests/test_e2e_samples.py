@@ -91,12 +91,11 @@ def workdir(tmp_path_factory) -> pathlib.Path:
 
 
 @pytest.mark.parametrize("name", NAMES)
-def test_sample_root_cause_is_found(name, workdir):
-    require_parts(name)
+def test_sample_root_cause_is_found(name, workdir, wrapped_sample):
     want = expected(name)
     out = workdir / name
     out.mkdir()
-    exe = build_with_wrapper(name, out)
+    exe = wrapped_sample(name)
     plain = build_plain(name, out)
 
     exp = out / "exp"

@@ -18,7 +18,7 @@ import sys
 import numpy as np
 import pytest
 
-from test_e2e_samples import build_plain, build_with_wrapper, expected, require_parts, within
+from test_e2e_samples import build_plain, expected, within
 
 P = 4
 
@@ -29,16 +29,15 @@ def scalgraph(*args: str, cwd: pathlib.Path) -> subprocess.CompletedProcess:
 
 
 @pytest.fixture(scope="module")
-def traced_scales(tmp_path_factory):
-    """name -> (work dir, experiment traced at the sample's scales (2, 4, 8), executable); built and
-    run once per module, shared by every test of the sample."""
+def traced_scales(tmp_path_factory, wrapped_sample):
+    """name -> (work dir, experiment traced at the sample's scales (2, 4, 8), executable); run once
+    per module, shared by every test of the sample."""
     done = {}
 
     def get(name: str):
         if name not in done:
-            require_parts(name)
+            exe = wrapped_sample(name)
             out = tmp_path_factory.mktemp(f"trace-{name}")
-            exe = build_with_wrapper(name, out)
             exp = out / "exp"
             scales = ",".join(map(str, expected(name)["scales"]))
             res = scalgraph("run", "--trace", "-n", scales, "-o", str(exp), "--", str(exe), cwd=out)
@@ -155,12 +154,11 @@ def test_otf2_export_gives_the_identical_report(traced):
     assert a == b
 
 
-def test_detect_uses_the_trace_wait_states(tmp_path):
+def test_detect_uses_the_trace_wait_states(tmp_path, wrapped_sample):
     """`scalgraph detect` on a traced experiment weights the dependence edges with the replay's wait
     states, says so (text note and JSON field), and still names the injected loop."""
-    require_parts("cg")
     rc = expected("cg")["root_cause"]
-    exe = build_with_wrapper("cg", tmp_path)
+    exe = wrapped_sample("cg")
     exp = tmp_path / "exp"
     res = scalgraph("run", "--trace", "-n", "2,4", "-o", str(exp), "--", str(exe), cwd=tmp_path)
     assert res.returncode == 0, res.stderr
@@ -175,9 +173,8 @@ def test_detect_uses_the_trace_wait_states(tmp_path):
     assert "exact wait states from the trace replay" in text.stdout
 
 
-def test_detect_without_traces_says_it_used_the_profiles(tmp_path):
-    require_parts("cg")
-    exe = build_with_wrapper("cg", tmp_path)
+def test_detect_without_traces_says_it_used_the_profiles(tmp_path, wrapped_sample):
+    exe = wrapped_sample("cg")
     exp = tmp_path / "exp"
     assert scalgraph("run", "-n", "2", "-o", str(exp), "--", str(exe), "2", cwd=tmp_path).returncode == 0
     det = scalgraph("detect", "--json", str(exp), cwd=tmp_path)

@@ -15,7 +15,6 @@ import thicket
 
 from scalgraph import cli
 from scalgraph.io.trace_read import read_trace
-from test_e2e_samples import build_with_wrapper, require_parts
 from test_export_cube import _read, _total
 from test_export_perfetto import validate
 
@@ -26,10 +25,9 @@ def scalgraph(*args, cwd):
 
 
 @pytest.fixture(scope="module")
-def cg_run(tmp_path_factory):
-    require_parts("cg")
+def cg_run(tmp_path_factory, wrapped_sample):
+    exe = wrapped_sample("cg")
     out = tmp_path_factory.mktemp("export-cg")
-    exe = build_with_wrapper("cg", out)
     res = scalgraph("run", "--trace", "-n", "2,3", "-o", out / "exp", "--", exe, cwd=out)
     assert res.returncode == 0, res.stderr
     return out

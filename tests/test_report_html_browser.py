@@ -16,7 +16,7 @@ import pytest
 
 from conftest import require_tool
 from scalgraph import cli
-from test_e2e_samples import build_with_wrapper, require_parts, scalgraph
+from test_e2e_samples import scalgraph
 from test_report_html import HOSTILE, SOURCE_LINE, hostile_experiment, hostile_trace
 
 SAMPLE_SRC = pathlib.Path(__file__).resolve().parent.parent / "samples" / "cg"
@@ -53,11 +53,10 @@ def artifacts(tmp_path_factory) -> pathlib.Path:
 
 
 @pytest.fixture(scope="session")
-def cg_traced(tmp_path_factory) -> pathlib.Path:
+def cg_traced(tmp_path_factory, wrapped_sample) -> pathlib.Path:
     """The cg sample built with sgcc and run with --trace at 2 and 4 ranks (once per session)."""
-    require_parts("cg")
+    exe = wrapped_sample("cg")
     out = tmp_path_factory.mktemp("report-cg")
-    exe = build_with_wrapper("cg", out)
     exp = out / "exp"
     res = scalgraph("run", "--trace", "-n", "2,4", "-o", str(exp), "--", str(exe), cwd=out)
     assert res.returncode == 0, f"scalgraph run --trace failed:\n{res.stderr}"

@@ -2,7 +2,6 @@
 reads them).  Counts are checked against what the sample programs do, not against recorded values."""
 from __future__ import annotations
 
-import os
 import pathlib
 import subprocess
 
@@ -10,7 +9,8 @@ import numpy as np
 import pytest
 
 from scalgraph.model import trace as tm
-from test_e2e_samples import build_with_wrapper, require_parts
+from conftest import sgcc_build
+from test_e2e_samples import require_parts
 
 P = 4
 
@@ -27,10 +27,8 @@ def run_traced(exe: pathlib.Path, out: pathlib.Path, *args: str, env_extra: dict
 
 
 @pytest.fixture(scope="module")
-def cg(tmp_path_factory):
-    require_parts("cg")
-    d = tmp_path_factory.mktemp("rec-cg")
-    return d, build_with_wrapper("cg", d)
+def cg(tmp_path_factory, wrapped_sample):
+    return tmp_path_factory.mktemp("rec-cg"), wrapped_sample("cg")
 
 
 def mpi_enters(trace: tm.Trace, rank: int, name: str) -> int:
@@ -110,14 +108,13 @@ def test_untraced_run_writes_no_trace(cg):
 
 
 @pytest.mark.parametrize("name", ["zeusmp", "masterworker"])
-def test_nonblocking_and_wildcard_traces_replay(name, tmp_path):
+def test_nonblocking_and_wildcard_traces_replay(name, tmp_path, wrapped_sample):
     """zeusmp: Isend/Irecv/Waitall halo exchange; masterworker: receives from MPI_ANY_SOURCE.  Every
     message and request is paired, the structural checks pass and the replay runs."""
     from scalgraph.io.trace_shim import read_shim_trace
     from scalgraph.static import read_psg_from_executable
     from scalgraph.commands.trace import analyse
-    require_parts(name)
-    exe = build_with_wrapper(name, tmp_path)
+    exe = wrapped_sample(name)
     run_traced(exe, tmp_path / "out")
     trace = read_shim_trace(tmp_path / "out", read_psg_from_executable(str(exe)))
     kinds = np.concatenate([e["kind"] for e in trace.events])
@@ -189,17 +186,13 @@ int main(int argc, char **argv) {
 
 def test_rooted_collectives_record_root_and_direction(tmp_path):
     """Late Broadcast and Early Reduce need the root and which ranks send and receive."""
-    import shutil
     from scalgraph.io.trace_shim import read_shim_trace
     from scalgraph.commands.trace import analyse
     require_parts("cg")
     src = tmp_path / "rooted.c"
     src.write_text(ROOTED_PROGRAM)
     exe = tmp_path / "rooted"
-    sgcc = pathlib.Path(os.sys.executable).parent / "sgcc"
-    res = subprocess.run([str(sgcc if sgcc.is_file() else shutil.which("sgcc")), "-O2", "-g", "-o", str(exe), str(src)],
-                         capture_output=True, text=True, timeout=600)
-    assert res.returncode == 0, res.stderr
+    sgcc_build(src, exe)
     run_traced(exe, tmp_path / "out")
     trace = read_shim_trace(tmp_path / "out")
     for r in range(P):
@@ -247,7 +240,7 @@ MANY_CALLS = r"""
 #include <mpi.h>
 #include <stdlib.h>
 int main(int argc, char **argv) {
-    int rank, size, n = argc > 1 ? atoi(argv[1]) : 30000;
+    int rank, size, n = argc > 1 ? atoi(argv[1]) : 20000;
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
@@ -261,20 +254,16 @@ int main(int argc, char **argv) {
 
 
 def test_full_buffer_is_flushed_and_nothing_is_lost(tmp_path):
-    """30,000 exchanges = 120,000 events per rank: the 65,536-event buffer is written out while the
+    """20,000 exchanges = 80,000 events per rank: the 65,536-event buffer is written out while the
     program runs, and the file still holds every event in order, at most 16 bytes each."""
-    import shutil
     from scalgraph.io.trace_shim import read_shim_trace
     from scalgraph.trace.validate import check_trace
     require_parts("cg")
     src = tmp_path / "many.c"
     src.write_text(MANY_CALLS)
     exe = tmp_path / "many"
-    sgcc = pathlib.Path(os.sys.executable).parent / "sgcc"
-    res = subprocess.run([str(sgcc if sgcc.is_file() else shutil.which("sgcc")), "-O2", "-g", "-o", str(exe), str(src)],
-                         capture_output=True, text=True, timeout=600)
-    assert res.returncode == 0, res.stderr
-    n = 30000
+    sgcc_build(src, exe)
+    n = 20000
     run_traced(exe, tmp_path / "out", str(n))
     trace = read_shim_trace(tmp_path / "out")
     check_trace(trace, where="many-calls trace")
@@ -296,17 +285,13 @@ def test_polling_trace_is_bounded_by_communication(tmp_path):
     receive: the polls that found nothing are counted per call site, not recorded, so rank 1's file
     stays small; the completing MPI_Test holds the IRECV, the message pairs with its send, and the
     wait-state analysis finds the Late Sender where rank 0 waits, none at the polling receive."""
-    import shutil
     from scalgraph.io.trace_shim import read_shim_trace
     from scalgraph.commands.trace import analyse
     from scalgraph.static import read_psg_from_executable
     from scalgraph.trace.validate import check_trace
     require_parts("cg")
     exe = tmp_path / "polling"
-    sgcc = pathlib.Path(os.sys.executable).parent / "sgcc"
-    res = subprocess.run([str(sgcc if sgcc.is_file() else shutil.which("sgcc")), "-O2", "-g", "-o", str(exe),
-                          str(POLLING)], capture_output=True, text=True, timeout=600)
-    assert res.returncode == 0, res.stderr
+    sgcc_build(POLLING, exe)
     polls = 100_000
     res = run_traced(exe, tmp_path / "out", str(polls), "100")
     unsuccessful = int(res.stdout.split("unsuccessful tests ")[1].split()[0])

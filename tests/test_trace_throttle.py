@@ -3,15 +3,13 @@ under 10 us each is traced only until then; functions above the threshold, the M
 program's output are unchanged; SCALGRAPH_TRACE_THROTTLE=0 traces every call."""
 from __future__ import annotations
 
-import os
 import pathlib
-import shutil
-import subprocess
 
 import numpy as np
 import pytest
 
 from scalgraph.model import trace as tm
+from conftest import sgcc_build
 from test_e2e_samples import require_parts
 from test_trace_record import run_traced
 
@@ -24,10 +22,7 @@ def tiny_calls(tmp_path_factory):
     require_parts("cg")
     out = tmp_path_factory.mktemp("throttle")
     exe = out / "tiny_calls"
-    sgcc = pathlib.Path(os.sys.executable).parent / "sgcc"
-    res = subprocess.run([str(sgcc if sgcc.is_file() else shutil.which("sgcc")), "-O2", "-g", "-o", str(exe),
-                          str(PROGRAM)], capture_output=True, text=True, timeout=600)
-    assert res.returncode == 0, res.stderr
+    sgcc_build(PROGRAM, exe)
     return exe
 
 
