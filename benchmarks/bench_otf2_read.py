@@ -95,15 +95,29 @@ print(json.dumps({"rc": rc, "wall": wall, "cpu": cpu, "base": base, "peak": peak
 """
 
 PHASES = r"""
-import io, json, sys, time
+import io, json, os, sys, threading, time
 from scalgraph.io.trace_read import read_trace
 from scalgraph.trace import critical_path, delay, forward, report, retime, validate
 from scalgraph.trace.clock import ClockParams, correct_clocks
-rows = []
+page = os.sysconf("SC_PAGE_SIZE")
+def rss():
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * page
+rows, peak, current, done = [], {}, [None], []
+base = rss()
+def watch():                               # resident memory sampled every ms, the peak per phase
+    while not done:
+        if current[0]:
+            peak[current[0]] = max(peak.get(current[0], 0), rss() - base)
+        time.sleep(0.001)
+watcher = threading.Thread(target=watch, daemon=True)
+watcher.start()
 def phase(name, f):
+    current[0] = name
     c = time.process_time()
     out = f()
-    rows.append((name, time.process_time() - c))
+    rows.append((name, time.process_time() - c, max(peak.get(name, 0), rss() - base)))
+    current[0] = None
     return out
 tr = phase("read", lambda: read_trace(sys.argv[1], validate=False))
 phase("validate", lambda: validate.check_trace(tr))
@@ -191,8 +205,10 @@ def analyse_side_by_side(path: str, n: int, args, trees: dict) -> None:
                   f"memory {g1 / max(g0, 1):.2f}x")
     for name, tree in trees.items():
         rows = phases_in_child(path, tree, args.json_output)
-        print(f"CPU seconds per phase [{name}]: " + ", ".join(f"{k} {sec:.2f}" for k, sec in rows)
-              + f"; total {sum(sec for _, sec in rows):.2f}")
+        print(f"CPU seconds per phase [{name}]: " + ", ".join(f"{k} {sec:.2f}" for k, sec, _ in rows)
+              + f"; total {sum(sec for _, sec, _ in rows):.2f}")
+        print(f"peak bytes per event over the interpreter's, per phase [{name}]: "
+              + ", ".join(f"{k} {grow / n:.0f}" for k, _, grow in rows))
     print(f"load average after: {load()}")
 
 
