@@ -200,6 +200,7 @@ def analyse(trace, clock_correction: bool = True, top: int = 10, source: str = "
     result = report.build_report(fwd, dl, critical_path.critical_path(fwd), top=top, clock=clock, source=source,
                                  min_share=min_share, cpu=cpu, notes=notes, clock_correction=info,
                                  program_time=extra, verdict_delay=dl_verdict, complete=complete)
+    del dl, dl_verdict                  # the what-if's re-timing is the peak: hold only what it reads
     retime.add_whatif(result["root_causes"], fwd, spans)      # what fixing each verdict cause would save
     return result if complete else report.limited(result, top)
 
