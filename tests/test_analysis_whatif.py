@@ -189,3 +189,15 @@ def test_a_cause_is_stretched_by_its_own_segments_wall_per_cpu():
     seg = RankTimes(own, busy, stretch, np.array([3.0, 0.0]), wall, cpu)
     assert predict_fixed(psg, cons, {2: seg}, [audit], scaling_loss_of=lambda c: False,
                          ideal_of=lambda c, p: 0.0, run_times={2: 4.0})[0]["gain"]["2"] == pytest.approx(3.0)
+
+
+def test_a_ranks_own_removal_explains_none_of_its_waiting():
+    """zeusmp at p=2: both ranks run the boundary loop (1 s each) and are busy 1.4 s; each also waited
+    0.4 s for the other, late in turn (noise, not the loop).  Fixing the loop removes 1 s on both: the
+    waiting the loop cannot explain stays, 0.4 + 0.4 = 0.8 s is left of 1.8 s, a gain of 1.0 s
+    (counting the waiting as the loop's made it 1.4 s)."""
+    from scalgraph.analysis.whatif import gain_with_waiting
+    busy, wait = np.array([1.4, 1.4]), np.array([0.4, 0.4])
+    assert gain_with_waiting(busy, wait, np.array([1.0, 1.0])) == pytest.approx(1.0)
+    # only rank 1 runs it: rank 0's waiting for it goes with it, rank 1's own (for rank 0) stays
+    assert gain_with_waiting(np.array([0.4, 1.4]), np.array([1.0, 0.1]), np.array([0.0, 1.0])) == pytest.approx(1.0)

@@ -10,7 +10,7 @@ its own time (computation and the MPI work that is not waiting), W_r its waiting
 as its longest rank, B_r + W_r.  Removing x_r from each rank, a rank still waits for the busiest rank
 left and keeps the waiting the removed work cannot explain (gain_with_waiting):
 
-    fixed = max_r (B_r - x_r + max(W_r - max_q x_q, max_q (B_q - x_q) - (B_r - x_r)))
+    fixed = max_r (B_r - x_r + max(W_r - (max_q x_q - x_r), max_q (B_q - x_q) - (B_r - x_r)))
 
 which is the bulk-synchronous max_r B_r - max_r (B_r - x_r) shortening where every rank waits for the
 busiest one.  The waiting the cause explains disappears with it, waiting it does not explain stays.
@@ -53,15 +53,16 @@ def gain_with_waiting(busy: np.ndarray, wait: np.ndarray, removal: np.ndarray) -
     """Seconds the run shortens when rank r's busy time loses removal[r], where rank r also waited
     wait[r] (all [R]).  The run is as long as its longest rank, busy plus waiting.  Fixed, a rank still
     waits for the busiest rank left (the bulk-synchronous part), and keeps the waiting the removed
-    work cannot explain: what exceeds the largest removal (a serialised master and worker wait for
-    each other in turn, not for the busiest rank: with one worker, the worker's waiting for the
-    master's merge goes with the merge).  Where every rank's waiting is the busiest rank's lead this
-    is bulk_synchronous_gain."""
+    work cannot explain: what exceeds the largest removal beyond its own (a serialised master and
+    worker wait for each other in turn, not for the busiest rank: with one worker, the worker's
+    waiting for the master's merge goes with the merge; a rank's own removal explains none of its
+    waiting: zeusmp at p=2, both ranks run the loop and wait for each other's noise, which stays).
+    Where every rank's waiting is the busiest rank's lead this is bulk_synchronous_gain."""
     if busy.size == 0:
         return 0.0
     removal = np.clip(removal, 0.0, busy)
     left = busy - removal
-    still = np.maximum(wait - removal.max(), left.max() - left)
+    still = np.maximum(wait - (removal.max() - removal), left.max() - left)
     return float(max((busy + wait).max() - (left + still).max(), 0.0))
 
 
