@@ -107,15 +107,16 @@ def selected_mpi(request):
 
 # ---- order of the parallel run (scripts/test.sh: pytest-xdist, --dist loadfile) ----------------------
 # A worker takes the next whole file when it is nearly done with its own.  The files that take longest
-# start first, so that none begins while the other worker is finishing the rest (the order measured
-# with --durations on 2026-11-26; a file not named here only starts later, nothing else changes).
+# start first, so that none begins while the other worker is finishing the rest (the order of the
+# files' summed test times in a 2-worker run, 2026-11-26; a file not named here only starts later).
 LONGEST_FIRST = (
-    "test_e2e_trace.py", "test_driver_fortran.py", "test_driver_build.py", "test_e2e_samples.py",
-    "test_accuracy_runner.py", "test_shim_build.py", "test_docs_commands.py", "test_trace_record.py",
-    "test_openmp_trace.py", "test_e2e_demo.py", "test_shim_coverage.py", "test_openmpi_e2e.py",
-    "test_shim_fortran.py", "test_driver_errors.py", "test_openmp_e2e.py", "test_openmp_build.py",
-    "test_report_html_browser.py", "test_compile_paths.py", "test_hardening_corpus.py",
-    "test_hardening_outputs.py", "test_shim_mpi.py", "test_shim_sampler.py", "test_export_e2e.py",
+    "test_driver_build.py", "test_e2e_trace.py", "test_shim_build.py", "test_e2e_samples.py",
+    "test_driver_fortran.py", "test_accuracy_runner.py", "test_docs_commands.py", "test_trace_record.py",
+    "test_openmp_trace.py", "test_shim_mpi.py", "test_openmpi_e2e.py", "test_trace_parallel_cli.py",
+    "test_shim_fortran.py", "test_trace_parallel.py", "test_report_html_browser.py",
+    "test_analysis_backtrack_props.py", "test_trace_formats.py", "test_static_samples.py",
+    "test_openmp_e2e.py", "test_compile_paths.py", "test_run_command.py", "test_hardening_corpus.py",
+    "test_architecture.py", "test_driver_errors.py", "test_shim_sampler.py", "test_e2e_demo.py",
 )
 
 
