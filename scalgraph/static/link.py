@@ -386,16 +386,14 @@ def _array(ctype: str, name: str, values) -> str:
     return f"{ctype} {name}[] = {{\n    " + ",\n    ".join(rows) + "\n};"
 
 
+# per byte: printable ASCII as is, " \\ ? escaped, the rest octal; str.translate does it at C speed
+_C_ESCAPES = {o: ("\\" + chr(o) if chr(o) in '"\\?' else f"\\{o:03o}")
+              for o in range(256) if not 32 <= o < 127 or chr(o) in '"\\?'}
+
+
 def _c_string(text: str) -> str:
-    """A C string literal of the UTF-8 bytes of `text` (non-ASCII as octal escapes, byte for byte)."""
-    tokens = []
-    for o in text.encode("utf-8", "surrogateescape"):
-        ch = chr(o)
-        if ch in '"\\?':
-            tokens.append("\\" + ch)
-        elif 32 <= o < 127:
-            tokens.append(ch)
-        else:
-            tokens.append(f"\\{o:03o}")
-    rows = ["".join(tokens[i:i + 100]) for i in range(0, len(tokens), 100)]
+    """A C string literal of the UTF-8 bytes of `text` (non-ASCII as octal escapes, byte for byte),
+    100 bytes a row."""
+    data = text.encode("utf-8", "surrogateescape")
+    rows = [data[i:i + 100].decode("latin-1").translate(_C_ESCAPES) for i in range(0, len(data), 100)]
     return "\n".join(f'    "{r}"' for r in rows) or '    ""'
