@@ -280,28 +280,41 @@ def _ranges(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
     return np.arange(int(lengths.sum())) - np.repeat(heads - lo, lengths)
 
 
+def _shortened_prefix_sums(ctx: ReplayContext, callpaths: list[int], fraction: np.ndarray) -> np.ndarray:
+    """[n + 1] prefix sums of the gaps between events, each gap spent in `callpaths` on rank r cut by
+    fraction[r]: built in place, rank by rank (no full-size temporaries), summed in one pass."""
+    gap = ctx.gap
+    P = np.empty(len(gap) + 1)
+    P[0] = 0.0
+    P[1:] = gap
+    cps = np.asarray(callpaths, np.int64)
+    off, cp_after = ctx.flat.offsets, ctx.nest.cp_after
+    for r in np.flatnonzero(fraction > 0).tolist():
+        seg = P[1 + off[r]:1 + off[r + 1]]
+        seg[np.isin(cp_after[off[r]:off[r + 1]], cps)] *= 1.0 - fraction[r]
+    np.cumsum(P[1:], out=P[1:])
+    return P
+
+
 def retime(ctx: ReplayContext, callpaths: list[int], fraction: np.ndarray) -> Retimed:
     """Re-time the trace with the exclusive time of `callpaths` on rank r cut by fraction[r]."""
     t = ctx.time
     n = len(t)
-    rank = ctx.flat.rank
     off = ctx.flat.offsets
-    cut = np.isin(ctx.nest.cp_after, np.asarray(callpaths, np.int64)) & (fraction[rank] > 0)
-    gap = ctx.gap * np.where(cut, 1.0 - fraction[rank], 1.0)
     d = _dependences(ctx)
     # Anchors: each rank's first event and every synchronising event.  Between anchors an event's new
     # time is its anchor's plus the (shortened) gaps since (prefix sums P): only anchors are solved,
-    # in rounds that advance every rank whose next anchor's partners are all placed.
-    P = np.empty(n + 1)
-    P[0] = 0.0
-    np.cumsum(gap, out=P[1:])
+    # in rounds that advance every rank whose next anchor's partners are all placed.  The full-size
+    # arrays are P (which becomes the result) and each event's anchor (int32 where it fits).
+    P = _shortened_prefix_sums(ctx, callpaths, fraction)
     nonempty = np.flatnonzero(off[1:] > off[:-1])
     firsts = off[:-1][nonempty]
     is_anchor = np.zeros(n, bool)
     is_anchor[d.sync] = True
     is_anchor[firsts] = True
     anchors = np.flatnonzero(is_anchor)
-    anc = np.cumsum(is_anchor) - 1                          # each event's anchor (position in anchors)
+    anc = np.cumsum(is_anchor, dtype=np.int32 if n < 2**31 else np.int64)
+    anc -= 1                                                # each event's anchor (position in anchors)
     del is_anchor
     na = len(anchors)
     base = P[anchors]
@@ -363,7 +376,11 @@ def retime(ctx: ReplayContext, callpaths: list[int], fraction: np.ndarray) -> Re
         new_a[k] = np.maximum(value, new_a[k - 1] + a_prevoff[k])
         ptr[act] += 1
         place(k)
-    new = new_a[anc] + (P[:n] - base[anc])
+    new = P[:n]                  # in place, rank by rank: the anchor's new time plus the distance from it
+    for r in nonempty.tolist():
+        a, seg = anc[off[r]:off[r + 1]], new[off[r]:off[r + 1]]
+        seg -= base[a]
+        seg += new_a[a]
     last = off[1:][nonempty] - 1
     return Retimed(new, float(t[last].max() - t[firsts].min()), float(new[last].max() - new[firsts].min()))
 
