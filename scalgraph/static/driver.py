@@ -226,7 +226,7 @@ def object_from_ir_text(backend: tuple[str, ...], text: str, inv: Invocation, tm
     try:
         return code_generation(backend, without_debug_info(text).encode("utf-8", "surrogateescape"), inv, tmp,
                                source, ".ll")
-    except UserError:
+    except Exception:           # clang refused it, or our bug: the slower form still builds the object
         if os.environ.get("SCALGRAPH_DEBUG") == "1":
             raise
     return code_generation(backend, marked_no_debug(text).encode("utf-8", "surrogateescape"), inv, tmp, source,
