@@ -220,9 +220,9 @@ def test_a_rooted_collective_does_not_hide_the_work_that_made_a_non_root_late():
 
 
 def test_a_busy_machine_stretches_the_cause_and_the_run_alike():
-    """8 ranks on 2 cores, a run that other jobs slowed to 16 s (128 rank-seconds), their share of the
-    stretch 2.5x.  Rank 1's 0.4 s loop (vertex 0): as thread-CPU it is below 5 % of the run (0.8 s),
-    scaled by the load above it (1.0 s), and the others waited 31.5 s for it.  The balanced kernel
+    """8 ranks on 2 cores, a run slowed to 16 s (128 rank-seconds), a rank's computation taking 2.5x
+    its thread-CPU in wall time.  Rank 1's 0.4 s loop (vertex 0): as thread-CPU it is below 5 % of the
+    run (0.8 s), scaled by the stretch 1.0 s, and the others waited 31.5 s for it.  The balanced kernel
     (vertex 1) has a rank with 15 % more thread-CPU (0.3 s, 0.75 s scaled) and 5 s of delay cost: below
     the 1.3x ratio, no cause.  On an idle machine (no load stretch) the loop is below the floor."""
     cost, wall = np.zeros((2, 8)), np.zeros((2, 8))
@@ -242,3 +242,23 @@ def test_a_busy_machine_stretches_the_cause_and_the_run_alike():
     quiet = cost.copy()
     quiet[0, 1] = 0.5
     assert V.verdict(quiet, wall, *args, total_time=128.0, cpu=V.CpuEvidence(cpu, stretch=2.5)) == []
+
+
+def test_a_constructs_instances_are_judged_together():
+    """Measured on HPCG: the planted loop sits in CG, which runs from three call sites, so the loop is
+    three PSG vertices with 0.8 s of rank 1's extra thread-CPU each.  8 ranks, a 44.8 s run: each third
+    (0.8 x stretch 1.7 = 1.36 s) is below 5 % of a rank's run (2.24 s), the construct (4.1 s) is not.
+    One cause, at the instance with the largest cost, naming all three."""
+    cost, wall = np.zeros((3, 8)), np.full((3, 8), 0.5)
+    cost[:, 1] = (40.7, 37.6, 34.9)
+    wall[:, 1] = 1.4
+    cpu = np.zeros((8, 3))
+    cpu[1, :] = 0.8
+    places = where(("CG.cpp", 103, 0), ("CG.cpp", 103, 1), ("CG.cpp", 103, 2))
+    got = V.verdict(cost, wall, np.zeros(3, bool), places, ["main/CG/loop", "main/TestCG/CG/loop", "main/x/CG/loop"],
+                    total_time=8 * 44.8, cpu=V.CpuEvidence(cpu, stretch=1.7))
+    assert [(e["line"], e["rank"], e["vertex"], e["vertices"]) for e in got] == [(103, 1, 0, [0, 1, 2])]
+    assert len(got[0]["callpaths"]) == 3
+    one = V.verdict(cost[:1], wall[:1], np.zeros(1, bool), places[:1], ["main/CG/loop"],
+                    total_time=8 * 44.8, cpu=V.CpuEvidence(cpu[:, :1], stretch=1.7))
+    assert one == []

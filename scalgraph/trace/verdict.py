@@ -109,12 +109,14 @@ def capped_costs(cost: np.ndarray, wall: np.ndarray, vertex: np.ndarray, cpu: np
     return out
 
 
-def abnormal_cpu_excess(vertex: int, cpu: np.ndarray, ratio: float = ABNORMAL_RATIO) -> float:
-    """Rule (b)'s size: the largest thread-CPU excess over the median rank at a PSG vertex among the
-    ranks whose thread-CPU there is at least `ratio` times the median rank's; 0 without one."""
-    if not 0 <= vertex < cpu.shape[1] or cpu.shape[0] == 0:
+def abnormal_cpu_excess(vertices, cpu: np.ndarray, ratio: float = ABNORMAL_RATIO) -> float:
+    """Rule (b)'s size: the largest thread-CPU excess over the median rank at PSG vertices (one
+    source construct's instances, summed per rank) among the ranks whose thread-CPU there is at least
+    `ratio` times the median rank's; 0 without one."""
+    cols = [v for v in np.atleast_1d(vertices).tolist() if 0 <= v < cpu.shape[1]]
+    if not cols or cpu.shape[0] == 0:
         return 0.0
-    col = cpu[:, vertex]
+    col = cpu[:, cols].sum(axis=1)
     med = np.median(col)
     abnormal = col >= ratio * med
     return float(col[abnormal].max() - med) if abnormal.any() else 0.0
@@ -139,7 +141,10 @@ def verdict(cost: np.ndarray, wall: np.ndarray, is_mpi: np.ndarray, where: list[
         if is_mpi[c] or cost[c].sum() <= 0:
             continue
         w = where[c]
-        key = (w["file"], w["line"], w["vertex"]) if w["file"] else ("", 0, -1, names[c])
+        # one source construct: its instances (unrolled or inlined copies, call sites) are summed,
+        # as detect does (HPCG's planted loop sits in CG, called from three places: each third was
+        # below the floor)
+        key = (w["file"], w["line"]) if w["file"] else ("", 0, names[c])
         groups.setdefault(key, []).append(c)
     out = []
     nranks = nlocations          # the total time is summed over the locations
@@ -147,17 +152,18 @@ def verdict(cost: np.ndarray, wall: np.ndarray, is_mpi: np.ndarray, where: list[
     for key, cps in groups.items():
         per_rank = capped[cps].sum(axis=0)
         seconds = float(per_rank.sum())
-        w = where[cps[0]]
+        w = where[max(cps, key=lambda c: float(capped[c].sum()))]      # the dominant instance
+        vertices = sorted({int(where[c]["vertex"]) for c in cps if where[c]["vertex"] >= 0})
         if total_time <= 0 or seconds <= 0:
             continue
-        if cpu is not None and w["vertex"] >= 0:
-            if (abnormal_cpu_excess(int(w["vertex"]), cpu.cpu) * cpu.stretch < floor / nranks
+        if cpu is not None and vertices:
+            if (abnormal_cpu_excess(vertices, cpu.cpu) * cpu.stretch < floor / nranks
                     or seconds < floor / nranks):
                 continue
         elif seconds < floor:
             continue
         delay_seconds = float(cost[cps].sum())
-        out.append({"file": w["file"], "line": int(w["line"]), "vertex": int(w["vertex"]),
+        out.append({"file": w["file"], "line": int(w["line"]), "vertex": int(w["vertex"]), "vertices": vertices,
                     "where": _loc(w), "callpaths": [names[c] for c in cps],
                     "seconds": seconds, "share": seconds / total_time, "percent": 100.0 * seconds / total_time,
                     "delay_seconds": delay_seconds, "real_work": seconds / delay_seconds if delay_seconds > 0 else 0.0,
