@@ -273,13 +273,6 @@ def _first_valid(a: np.ndarray) -> np.ndarray:
     return np.where(valid.any(axis=1), pick, -1)
 
 
-def _ranges(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
-    """The concatenated index ranges lo[i]:hi[i]."""
-    lengths = hi - lo
-    heads = np.cumsum(lengths) - lengths
-    return np.arange(int(lengths.sum())) - np.repeat(heads - lo, lengths)
-
-
 def _shortened_prefix_sums(ctx: ReplayContext, callpaths: list[int], fraction: np.ndarray) -> np.ndarray:
     """[n + 1] prefix sums of the gaps between events, each gap spent in `callpaths` on rank r cut by
     fraction[r]: built in place, rank by rank (no full-size temporaries), summed in one pass."""
@@ -319,62 +312,72 @@ def retime(ctx: ReplayContext, callpaths: list[int], fraction: np.ndarray) -> Re
     na = len(anchors)
     base = P[anchors]
     ng = len(d.gstart)
-    # per anchor: its partner group (ng: none), own part, transfer, entry's anchor and offset, and the
-    # offset of the event before it from that event's anchor
-    a_group = np.full(na, ng, np.int64)
-    a_own = np.zeros(na)
-    a_transfer = np.zeros(na)
+    # per anchor: its partner group (ng: none), its entry's anchor, and (a_par, one gather per round)
+    # the entry's offset from that anchor, own part, transfer, and the offset of the event before it
+    # from that event's anchor.  Each rank's first anchor is placed at its own time, never solved: it
+    # blocks (group ng + 1, never ready) the rank before it once that one is done; the extra slot na
+    # blocks the last rank.
+    a_group = np.full(na + 1, ng, np.int64)
+    a_par = np.zeros((na, 4))
     s_pos = anc[d.sync]
     a_group[s_pos] = np.where(d.group >= 0, d.group, ng)
-    a_own[s_pos] = d.own
-    a_transfer[s_pos] = d.transfer
+    a_par[s_pos, 1] = d.own
+    a_par[s_pos, 2] = d.transfer
     a_prev = np.maximum(anchors - 1, 0)
-    a_prevoff = P[a_prev] - base[np.maximum(anc[a_prev], 0)]
+    a_par[:, 3] = P[a_prev] - base[np.maximum(anc[a_prev], 0)]
+    del a_prev
     a_entpos = np.arange(na) - 1
-    a_entoff = a_prevoff.copy()
+    a_par[:, 0] = a_par[:, 3]
     inside = d.entry >= 0                                # (a completion outside every call: no entry)
     a_entpos[s_pos[inside]] = anc[d.entry[inside]]
-    a_entoff[s_pos[inside]] = P[d.entry[inside]] - base[anc[d.entry[inside]]]
+    a_par[s_pos[inside], 0] = P[d.entry[inside]] - base[anc[d.entry[inside]]]
     first_pos = anc[firsts]
-    a_group[first_pos] = ng
+    a_group[first_pos] = ng + 1
+    a_group[na] = ng + 1
     # partners: each resolves when its anchor is solved; a group is ready when none remains
     gsize = d.gstop - d.gstart
-    p_group = np.repeat(np.arange(ng), gsize)            # the groups tile the partner array in order
     p_anc = anc[d.partner]
-    p_off = P[d.partner] - base[p_anc]
-    by_anchor = np.argsort(p_anc, kind="stable")
-    e_lo = np.searchsorted(p_anc[by_anchor], np.arange(na), "left")
-    e_hi = np.searchsorted(p_anc[by_anchor], np.arange(na), "right")
-    remaining = np.r_[gsize, 0].astype(np.int64)
-    gval = np.full(ng + 1, -np.inf)
+    by_anchor = np.argsort(p_anc, kind="stable")         # partners in anchor order: a range per anchor
+    ps_anc = p_anc[by_anchor]
+    ps_off = P[d.partner[by_anchor]] - base[ps_anc]
+    ps_group = np.repeat(np.arange(ng), gsize)[by_anchor]    # the groups tile the partner array in order
+    del p_anc, by_anchor, d, anchors, s_pos, inside     # the per-event dependences are all in the tables now
+    e_lo = np.searchsorted(ps_anc, np.arange(na), "left")
+    e_len = np.searchsorted(ps_anc, np.arange(na), "right") - e_lo
+    remaining = np.r_[gsize, 0, 1].astype(np.int64)
+    gval = np.full(ng + 2, -np.inf)
     new_a = np.full(na, np.nan)
     new_a[first_pos] = t[firsts]
 
     def place(ks):                                       # partners anchored at the solved anchors ks
-        idx = by_anchor[_ranges(e_lo[ks], e_hi[ks])]
-        if len(idx):
-            g = p_group[idx]
-            np.subtract.at(remaining, g, 1)
-            np.maximum.at(gval, g, new_a[p_anc[idx]] + p_off[idx])
+        lens = e_len[ks]                                 # (array methods: no wrappers, ~10^4 rounds)
+        ends = lens.cumsum()
+        if not len(ends) or not ends[-1]:
+            return
+        idx = (e_lo[ks] - (ends - lens)).repeat(lens)
+        idx += np.arange(ends[-1])
+        g = ps_group[idx]
+        np.subtract.at(remaining, g, 1)
+        np.maximum.at(gval, g, new_a[ps_anc[idx]] + ps_off[idx])
 
     place(first_pos)
-    lo = first_pos
-    hi = np.r_[first_pos[1:], na]
-    ptr = lo + 1                                         # per rank: its next anchor to solve
-    while True:
-        act = np.flatnonzero(ptr < hi)
-        if not len(act):
-            break
-        k = ptr[act]
-        g = a_group[k]
-        ready = remaining[g] == 0
-        if not ready.any():
+    ptr = first_pos + 1                                  # per rank: its next anchor to solve
+    todo = na - len(first_pos)
+    while todo:
+        g = a_group[ptr]
+        sel = (remaining[g] == 0).nonzero()[0]
+        if not len(sel):
             raise RuntimeError("trace re-timing found a cycle of dependences; the trace's matching is inconsistent")
-        if not ready.all():
-            act, k, g = act[ready], k[ready], g[ready]
-        value = np.maximum(new_a[a_entpos[k]] + a_entoff[k] + a_own[k], gval[g] + a_transfer[k])
-        new_a[k] = np.maximum(value, new_a[k - 1] + a_prevoff[k])
-        ptr[act] += 1
+        every = len(sel) == len(ptr)                     # (the common case: no gathers by sel)
+        k, g = (ptr.copy(), g) if every else (ptr[sel], g[sel])
+        par = a_par[k]
+        value = np.maximum(new_a[a_entpos[k]] + par[:, 0] + par[:, 1], gval[g] + par[:, 2])
+        new_a[k] = np.maximum(value, new_a[k - 1] + par[:, 3])
+        if every:
+            ptr += 1
+        else:
+            ptr[sel] = k + 1
+        todo -= len(k)
         place(k)
     new = P[:n]                  # in place, rank by rank: the anchor's new time plus the distance from it
     for r in nonempty.tolist():
