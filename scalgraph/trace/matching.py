@@ -70,6 +70,8 @@ class Messages:
     tag: np.ndarray
     comm: np.ndarray
     blocking_send: np.ndarray   # bool: SEND (not ISEND)
+    nbytes: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))   # bytes sent (the event field
+    # is dropped from the replay context once matched: forward.MATCHING_ONLY)
     unmatched_send: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     unmatched_recv: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
 
@@ -345,7 +347,7 @@ def match_messages(flat: Flat, nest: Nesting) -> Messages:
         send_op=nest.owner[send_evt], recv_op=nest.owner[recv_evt], post_op=nest.owner[post_of_recv],
         src=flat.rank[send_evt].astype(np.int64), dst=flat.rank[recv_evt].astype(np.int64),
         tag=ev["tag"][send_evt].astype(np.int64), comm=ev["comm"][send_evt].astype(np.int64),
-        blocking_send=kind[send_evt] == tm.SEND,
+        blocking_send=kind[send_evt] == tm.SEND, nbytes=ev["bytes"][send_evt].astype(np.int64),
         unmatched_send=unmatched_send, unmatched_recv=unmatched_recv)
 
 
