@@ -103,7 +103,7 @@ def cpu_evidence(trace, path: str):
             f"at its PSG vertex, its thread-CPU excess over the median rank stretched as its time there was "
             f"(profiles in {run_dir}; {how})")
     if stretch >= 1.05:
-        note += (f"; a rank's computation took {stretch:.2g}x its thread-CPU in wall time (ranks sharing cores), "
+        note += (f"; a rank's computation took {stretch:.2g}x its thread-CPU in wall time (cores shared with other ranks or jobs), "
                  "by which thread-CPU is scaled before it is compared with the run time")
     return CpuEvidence(cpu, note, {"run_dir": str(run_dir), "time_shared": shared, "stretch": stretch},
                        stretch=stretch), None

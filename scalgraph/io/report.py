@@ -97,7 +97,7 @@ def write_text(result: dict, out, experiment: str = "", source_roots: list[pathl
     w(f"scalgraph detect {experiment}: scales {', '.join(map(str, scales))}; "
       f"run time at p={big}: {_fmt_s(result['run_time'][str(big)])}\n")
     stretched = (f"; computation, sampled as thread-CPU, below {_fmt_s(t['min_cpu_seconds'])}: a rank's computation "
-                 f"took {t['stretch']:.2g}x its thread-CPU in wall time, ranks sharing cores"
+                 f"took {t['stretch']:.2g}x its thread-CPU in wall time, cores shared with other ranks or jobs"
                  if t.get("stretch", 1.0) >= 1.05 else "")
     w(f"thresholds: AbnormThd {t['abnorm_thd']}, causes below {t['min_share'] * 100:g}% of the run time "
       f"({_fmt_s(t['min_seconds'])}{stretched}) not reported, {t['ideal']}-scaling ideal"
