@@ -4,14 +4,9 @@ processes hold may split a team, and its forks, barriers and lock hand-overs tra
 skeleton like any collective or message on a communicator (the team communicator)."""
 from __future__ import annotations
 
-import json
-import pathlib
-import subprocess
-import sys
-
 import pytest
 from test_trace_openmp_patterns import random_hybrid
-from test_trace_parallel import DRIVER, assert_same, have_mpi, mpiexec, serial_report
+from test_trace_parallel import assert_same, parallel_reports, serial_report
 
 from conftest import require_tool
 from scalgraph.io.trace_read import write_trace
@@ -33,16 +28,11 @@ def test_parallel_report_of_threaded_traces_equals_serial(hybrid_traces, nprocs)
     """Random MPI + OpenMP traces (1-2 ranks x 2-3 threads, barriers, idle workers, an allreduce):
     every pattern, delay cost, critical-path figure and verdict cause as the serial replay's, with
     the locations listed; 3 processes split a team of 3 threads."""
-    require_tool(have_mpi(), "mpi4py and mpiexec are not installed")
     named, paths = hybrid_traces
-    for p in paths.values():
-        pathlib.Path(str(p) + ".par.json").unlink(missing_ok=True)
-    res = subprocess.run([mpiexec(), "-n", str(nprocs), sys.executable, "-c", DRIVER,
-                          *[str(p) for p in paths.values()]], capture_output=True, text=True, timeout=300)
-    assert res.returncode == 0, res.stderr[-3000:]
+    reports = parallel_reports(paths, nprocs)
     waits = 0.0
     for name, tr in named.items():
-        par = json.loads(pathlib.Path(str(paths[name]) + ".par.json").read_text())
+        par = reports[name]
         ser = serial_report(tr)
         par.pop("clock"), ser.pop("clock")
         assert par["locations"] == [list(x) for x in tr.locations]

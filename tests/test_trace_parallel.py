@@ -168,18 +168,24 @@ def traces(tmp_path_factory):
     return named, paths
 
 
-@pytest.mark.parametrize("nprocs", [1, 2, 4])
-def test_parallel_report_equals_serial(traces, nprocs):
+def parallel_reports(paths: dict, nprocs: int) -> dict:
+    """name -> the report DRIVER's parallel replay on `nprocs` processes wrote for each trace file."""
     require_tool(have_mpi(), "mpi4py and mpiexec are not installed")
-    named, paths = traces
     for p in paths.values():
         pathlib.Path(str(p) + ".par.json").unlink(missing_ok=True)
     res = subprocess.run([mpiexec(), "-n", str(nprocs), sys.executable, "-c", DRIVER,
                           *[str(p) for p in paths.values()]], capture_output=True, text=True, timeout=300)
     assert res.returncode == 0, res.stderr[-3000:]
+    return {name: json.loads(pathlib.Path(str(p) + ".par.json").read_text()) for name, p in paths.items()}
+
+
+@pytest.mark.parametrize("nprocs", [1, 2, 4])
+def test_parallel_report_equals_serial(traces, nprocs):
+    named, paths = traces
+    reports = parallel_reports(paths, nprocs)
     checked = 0
     for name, tr in named.items():
-        par = json.loads(pathlib.Path(str(paths[name]) + ".par.json").read_text())
+        par = reports[name]
         ser = serial_report(tr)
         assert "controlled logical clock" in par.pop("clock") and ser.pop("clock") == ""
         assert_same(ser, par, f"{name}@{nprocs}")
