@@ -1,0 +1,83 @@
+"""The re-timing's anchor rounds in C (scalgraph/trace/retime_rounds.c) give the numpy rounds' times
+bit for bit, on a randomised program with blocking and non-blocking messages, Waitall, rooted and
+all-to-all collectives and MPI_Finalize, with several ranks shortened."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from scalgraph.trace import retime, retime_native
+from scalgraph.trace.forward import build_context, forward_replay
+from scalgraph.trace.matching import callpath_names
+from tracebuild import Builder
+
+
+def random_program(nranks: int = 6, iters: int = 40, seed: int = 3) -> Builder:
+    """Per iteration: imbalanced work, a ring exchange (Isend/Irecv/Waitall on odd iterations,
+    Send/Recv between rank pairs on even ones), then an Allreduce or a Bcast from a moving root;
+    times follow the blocking semantics with small random call costs."""
+    rng = np.random.default_rng(seed)
+    b = Builder(nranks)
+    clock = np.zeros(nranks)
+    for r in range(nranks):
+        b.enter(r, 0.0, "main")
+    d = 1e-6
+    for i in range(iters):
+        work = rng.exponential(1e-3, nranks) * (1 + (np.arange(nranks) == i % nranks))
+        start = clock + d
+        for r in range(nranks):
+            b.work(r, start[r], start[r] + work[r], "compute" if r % 2 else "solve")
+        ready = start + work
+        if i % 2:
+            post = ready + 2 * d
+            for r in range(nranks):
+                right, left = (r + 1) % nranks, (r - 1) % nranks
+                b.irecv(r, ready[r], ready[r] + d, req=0)
+                b.isend(r, ready[r] + d, post[r], dst=right, req=1, tag=i)
+            end = np.maximum(post, post[(np.arange(nranks) - 1) % nranks]) + rng.uniform(d, 4 * d, nranks)
+            for r in range(nranks):
+                b.wait(r, post[r], end[r], [("send", 1), ("recv", 0, (r - 1) % nranks, i)])
+        else:
+            end = ready.copy()
+            for r in range(0, nranks - 1, 2):
+                arrive = max(ready[r], ready[r + 1]) + rng.uniform(d, 3 * d)
+                b.send(r, ready[r], ready[r] + d, dst=r + 1, tag=i)
+                b.recv(r + 1, ready[r + 1], arrive, src=r, tag=i)
+                end[r], end[r + 1] = ready[r] + d, arrive
+        if i % 3 == 0:
+            root = i % nranks
+            out = np.maximum(end, end[root]) + rng.uniform(d, 2 * d, nranks)
+            for r in range(nranks):
+                b.coll(r, end[r], out[r], "MPI_Bcast", root=root)
+        else:
+            out = np.full(nranks, end.max() + 2 * d)
+            for r in range(nranks):
+                b.coll(r, end[r], out[r], "MPI_Allreduce")
+        clock = out
+    fin = clock.max() + 5 * d
+    for r in range(nranks):
+        b.enter(r, clock[r] + d, "MPI_Finalize").exit(r, fin, "MPI_Finalize").exit(r, fin + d, "main")
+    return b
+
+
+def test_the_c_rounds_give_the_numpy_rounds_times_bit_for_bit(monkeypatch):
+    if retime_native.library() is None:
+        pytest.skip("no C compiler")
+    fwd = forward_replay(build_context(random_program().build()))
+    ctx = fwd.ctx
+    names = callpath_names(ctx.nest, ctx.trace.regions)
+    cps = {n: i for i, n in enumerate(names)}
+    cases = [([cps["main/solve"]], retime.shrink_fractions(ctx, fwd.excl_time, [cps["main/solve"]])),
+             ([cps["main/compute"]], np.linspace(0.0, 0.9, ctx.nranks)),
+             ([cps["main/solve"], cps["main/compute"]], np.full(ctx.nranks, 0.5))]
+    moved = 0
+    for callpaths, frac in cases:
+        fast = retime.retime(ctx, callpaths, frac)
+        with monkeypatch.context() as m:
+            m.setattr(retime_native, "rounds", lambda *a, **k: None)
+            slow = retime.retime(ctx, callpaths, frac)
+        assert fast.time.tobytes() == slow.time.tobytes()
+        assert (fast.run_length, fast.fixed_run_length) == (slow.run_length, slow.fixed_run_length)
+        moved += int((fast.time != ctx.time).sum())
+    assert moved > 1000                        # the cases really move events (and waiting) around
+
