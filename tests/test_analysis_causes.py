@@ -119,9 +119,9 @@ def test_a_collective_with_a_large_scaling_loss_on_the_path_does_not_swallow_the
 
 
 def test_the_cost_of_planted_work_is_capped_by_the_waiting_it_explains():
-    """Rank 1 does 0.12 s more (below AbnormThd: found only by backtracking), but the others waited
-    only 0.06 s for it: the cause costs 0.06 s, not its excess."""
-    psg, runs, comp = syn.cg_like(slow=1, extra=0.12)
+    """Rank 1 does 0.25 s more (1.5x the median rank), but the others waited only 0.06 s for it: the
+    cause costs 0.06 s, not its excess."""
+    psg, runs, comp = syn.cg_like(slow=1, extra=0.25)
     recv, allr = syn.vertex_at(psg, 16), syn.vertex_at(psg, 20)
     for p, prof in runs.items():
         for v in (recv, allr):
@@ -135,7 +135,6 @@ def test_the_cost_of_planted_work_is_capped_by_the_waiting_it_explains():
     result = analyse(psg, runs)
     top = result["root_causes"][0]
     assert (top["vertex"], top["rank"]) == (comp, 1)
-    assert top["abnormal"] == []
     assert abs(top["cost"] - 0.06) < 0.01
     assert abs(top["explains"]["waiting"] - 0.06) < 1e-9
 

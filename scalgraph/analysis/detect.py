@@ -252,8 +252,13 @@ def analyse(psg: PSG, profiles: Mapping[int, RunProfile], abnorm_thd: float = DE
 
     @lru_cache(maxsize=None)
     def excess(c: int, r: int) -> float:
-        """Sampled excess beyond the sampling error, no more than the exact segment excess."""
+        """Sampled excess of an abnormal rank beyond the sampling error, no more than the exact segment excess.
+        Abnormal (above abnorm_thd x the median rank, as the trace verdict asks): identical work's
+        thread-CPU differs between ranks sharing cores by more than the sampling error (caches
+        flushed at each switch; 1.2x on one rank of the balanced sample), which is not a cause."""
         if startup[c] or is_mpi[c]:
+            return 0.0
+        if big.own[r, c] <= abnorm_thd * own_median[c]:
             return 0.0
         e = float(big.own[r, c] - own_median[c])
         if e <= noise[c]:
