@@ -146,13 +146,13 @@ def exclusive_pieces(ctx: ReplayContext, rank, t0, t1):
         lo[sel] = off[r] + np.maximum(np.searchsorted(tr, t0[sel], "right") - 1, 0)
         hi[sel] = off[r] + np.minimum(np.searchsorted(tr, t1[sel], "left") - 1, len(tr) - 2)
     ids, g = _expand(lo, hi)
-    vals = ctx.gap[g]
+    vals = ctx.gap_within(g)                           # (hi stops before each rank's last event)
     nonempty = hi >= lo
     first = np.cumsum(np.maximum(hi - lo + 1, 0)) - np.maximum(hi - lo + 1, 0)
     f, l_ = first[nonempty], (first + hi - lo)[nonempty]
     vals[f] = waitops.overlap(t[lo[nonempty]], t[lo[nonempty] + 1], t0[nonempty], t1[nonempty])
     vals[l_] = waitops.overlap(t[hi[nonempty]], t[hi[nonempty] + 1], t0[nonempty], t1[nonempty])
-    return ids, ctx.cp_after_ext[g], vals
+    return ids, ctx.cp_after_ext_at(g), vals
 
 
 def wait_index(ctx: ReplayContext, waits: np.ndarray):

@@ -25,35 +25,42 @@ class ReplayContext:
     msgs: matching.Messages
     colls: list[matching.CommInstances]
     time: np.ndarray            # event times (flat)
-    exit_time: np.ndarray       # for an ENTER: the time of its EXIT (or of the rank's last event)
+    exit_time: np.ndarray | ExitTimes   # [events] for an ENTER: the time of its EXIT (or of the rank's last event)
     region_is_test: np.ndarray  # per region: MPI_Test* (never waits)
     region_coll_kind: np.ndarray  # per region: index into patterns.COLL_KINDS
     region_class: list[str]     # per region: patterns.region_class
-    _gap: np.ndarray | None = None
-    _cp_after_ext: np.ndarray | None = None
 
     @property
     def ev(self) -> np.ndarray:
         return self.flat.ev
 
+    # The gaps and cp_after_ext are computed where read, not held: whole for the passes that read
+    # every event (exclusive time, the re-timing), gathered for the delay costs' pieces (12 bytes per
+    # event less held through the replay; the same subtraction, the same values).
     @property
     def gap(self) -> np.ndarray:
-        """Time from each event to the next one on its rank (0 after a rank's last event)."""
-        if self._gap is None:
-            dt = np.empty(len(self.time))
-            np.subtract(self.time[1:], self.time[:-1], out=dt[:-1])     # no full-size temporary
-            off = self.flat.offsets
-            dt[off[1:][off[1:] > off[:-1]] - 1] = 0.0      # each non-empty rank's last event
-            self._gap = dt
-        return self._gap
+        """Time from each event to the next one on its rank (0 after a rank's last event); a new array."""
+        return self.gap_into(np.empty(len(self.time)))
+
+    def gap_into(self, dt: np.ndarray) -> np.ndarray:
+        """The gaps written into `dt` (one float64 per event)."""
+        np.subtract(self.time[1:], self.time[:-1], out=dt[:-1])     # no full-size temporary
+        off = self.flat.offsets
+        dt[off[1:][off[1:] > off[:-1]] - 1] = 0.0      # each non-empty rank's last event
+        return dt
+
+    def gap_within(self, g: np.ndarray) -> np.ndarray:
+        """gap[g] for events g that are not their rank's last."""
+        return self.time[g + 1] - self.time[g]
 
     @property
     def cp_after_ext(self) -> np.ndarray:
-        """cp_after with time outside every region booked to call path `ncallpaths`."""
-        if self._cp_after_ext is None:
-            cp = self.nest.cp_after
-            self._cp_after_ext = np.where(cp >= 0, cp, self.ncallpaths)
-        return self._cp_after_ext
+        """cp_after with time outside every region booked to call path `ncallpaths`; a new array."""
+        return self.cp_after_ext_at(slice(None))
+
+    def cp_after_ext_at(self, g) -> np.ndarray:
+        cp = self.nest.cp_after[g]
+        return np.where(cp >= 0, cp, self.ncallpaths)
 
     @property
     def nranks(self) -> int:
@@ -66,6 +73,25 @@ class ReplayContext:
     @property
     def ncallpaths(self) -> int:
         return self.nest.ncallpaths
+
+
+class ExitTimes:
+    """The exit time of each event, gathered where indexed (exit_times[idx], any integer index array)
+    instead of held (8 bytes per event): for an ENTER the time of its EXIT, for any other event and an
+    unclosed ENTER the time of its rank's last event."""
+
+    def __init__(self, t: np.ndarray, partner: np.ndarray, flat: matching.Flat):
+        self.t, self.partner, self.rank = t, partner, flat.rank
+        self.last = np.maximum(flat.offsets[1:] - 1, 0)
+
+    def __getitem__(self, idx) -> np.ndarray:
+        idx = np.asarray(idx)
+        p = self.partner[idx]
+        out = np.array(self.t[np.maximum(p, 0)])
+        unpaired = p < 0
+        if unpaired.any():
+            out[unpaired] = self.t[self.last[self.rank[idx[unpaired]]]]
+        return out
 
 
 @dataclass
@@ -114,7 +140,7 @@ def build_context(trace: tm.Trace, allow_unmatched: bool = False, flat: matching
     for name in MATCHING_ONLY:
         del flat.ev[name]
     t = flat.ev["time"].astype(np.float64, copy=False)
-    exit_time = _exit_times(t, nest.partner, flat)
+    exit_time = ExitTimes(t, nest.partner, flat)
     return ReplayContext(trace=trace, flat=flat, nest=nest, msgs=msgs, colls=colls, time=t,
                          exit_time=exit_time, **region_tables(trace.regions))
 
@@ -128,16 +154,6 @@ def region_tables(regions: list[tm.Region]) -> dict:
         region_coll_kind=np.array([patterns.COLL_KINDS.index(patterns.collective_kind(n))
                                    for n in names] + [0], np.int64),
         region_class=[patterns.region_class(n) for n in names])
-
-
-def _exit_times(t: np.ndarray, partner: np.ndarray, flat: matching.Flat) -> np.ndarray:
-    """For each event: the time of its partner (an ENTER's EXIT), else of its rank's last event.
-    Gathers in place rather than building full-size temporaries (they cost page faults at 1e7 events)."""
-    exit_time = t[np.maximum(partner, 0)]
-    unpaired = np.flatnonzero(partner < 0)
-    last = np.maximum(flat.offsets[1:] - 1, 0)
-    exit_time[unpaired] = t[last[flat.rank[unpaired]]]
-    return exit_time
 
 
 def exclusive_time(ctx: ReplayContext) -> np.ndarray:

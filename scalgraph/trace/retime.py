@@ -277,10 +277,9 @@ def _first_valid(a: np.ndarray) -> np.ndarray:
 def _shortened_prefix_sums(ctx: ReplayContext, callpaths: list[int], fraction: np.ndarray) -> np.ndarray:
     """[n + 1] prefix sums of the gaps between events, each gap spent in `callpaths` on rank r cut by
     fraction[r]: built in place, rank by rank (no full-size temporaries), summed in one pass."""
-    gap = ctx.gap
-    P = np.empty(len(gap) + 1)
+    P = np.empty(ctx.nevents + 1)
     P[0] = 0.0
-    P[1:] = gap
+    ctx.gap_into(P[1:])
     cps = np.asarray(callpaths, np.int64)
     off, cp_after = ctx.flat.offsets, ctx.nest.cp_after
     for r in np.flatnonzero(fraction > 0).tolist():
