@@ -103,3 +103,37 @@ def test_a_failed_build_shows_the_compilers_errors_not_its_warnings(tmp_path, mo
         shim.shim_library(str(noisy))
     assert "error: 'MPI_F_STATUS_SIZE' undeclared" in str(err.value)
     assert "warning" not in str(err.value)
+
+
+def fake_wrapper(path, body: str):
+    """An executable MPI wrapper stand-in: answers -show like MPICH's, runs `body` for anything else."""
+    path.write_text(f'#!/bin/sh\nif [ "$1" = -show ]; then echo "$1" >> {path}.log; echo "cc -lmpi"; exit 0; fi\n'
+                    f'{body}\n')
+    path.chmod(path.stat().st_mode | stat.S_IEXEC)
+    return path
+
+
+def test_a_link_asks_the_wrapper_for_its_flags_once(tmp_path, monkeypatch):
+    from scalgraph.static.toolchain import mpi_flags
+    monkeypatch.setenv("SCALGRAPH_CACHE", str(tmp_path / "cache"))
+    wrapper = fake_wrapper(tmp_path / "mpicc", "echo 'x.c:1:1: error: no compiler here' >&2; exit 1")
+    assert mpi_flags(str(wrapper)).link == ("-lmpi",)      # the program's MPI flags, as sgcc reads them
+    with pytest.raises(UserError, match="error: no compiler here"):
+        shim.shim_library(str(wrapper))                     # the shim's cache key needs the same answer
+    assert (tmp_path / "mpicc.log").read_text().split() == ["-show"]
+
+
+def test_the_shims_sources_are_compiled_side_by_side(tmp_path, monkeypatch):
+    monkeypatch.setenv("SCALGRAPH_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(shim.os, "cpu_count", lambda: 2)
+    # each compile waits (up to 10 s) until another one has started, then says whether it met one
+    wrapper = fake_wrapper(tmp_path / "mpicc", f"""
+for a; do [ "$prev" = -o ] && out=$a; prev=$a; done
+touch "$out.started"; n=0
+while [ "$(ls "$(dirname "$out")"/*.started | wc -l)" -lt 2 ] && [ $n -lt 100 ]; do sleep 0.1; n=$((n+1)); done
+if [ $n -lt 100 ]; then echo met >> {tmp_path}/compiles; else echo alone >> {tmp_path}/compiles; fi
+touch "$out"
+""")
+    lib = shim.shim_library(str(wrapper), static=True)
+    met = (tmp_path / "compiles").read_text().split()
+    assert lib.is_file() and len(met) == len(shim.CORE_SOURCES + shim.MPI_SOURCES) and "alone" not in met

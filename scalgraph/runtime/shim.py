@@ -7,6 +7,7 @@ C sources (also as a static archive, for static links).  `core_library()` builds
 """
 from __future__ import annotations
 
+import concurrent.futures
 import hashlib
 import os
 import pathlib
@@ -17,6 +18,7 @@ import sys
 import tempfile
 
 from scalgraph.errors import UserError
+from scalgraph.runtime.wrapper_show import wrapper_show
 
 INSTRUMENT_DIR = pathlib.Path(__file__).resolve().parent.parent.parent / "instrument"
 HEADER = INSTRUMENT_DIR / "scalgraph.h"
@@ -67,32 +69,43 @@ def _build(compiler: list[str], sources, defines, key: str, what: str, static: b
                         "to a writable directory") from None
     # build in a private directory and rename: parallel first uses never see a half-written library
     with tempfile.TemporaryDirectory(prefix=".build-", dir=out_dir) as tmpdir:
-        srcs = [str(INSTRUMENT_DIR / s) for s in sources]
         common = [*compiler, *CFLAGS, *defines, "-I", str(INSTRUMENT_DIR)]
+        objs = [os.path.join(tmpdir, pathlib.Path(s).stem + ".o") for s in sources]
+        _run_build_steps([[*common, "-c", str(INSTRUMENT_DIR / src), "-o", obj]
+                          for src, obj in zip(sources, objs)])
+        out = os.path.join(tmpdir, "out")
         if static:
-            objs = [os.path.join(tmpdir, pathlib.Path(s).stem + ".o") for s in srcs]
-            steps = [[*common, "-c", src, "-o", obj] for src, obj in zip(srcs, objs)]
-            steps.append([shutil.which("ar") or "ar", "rcs", os.path.join(tmpdir, "out"), *objs])
+            _run_build_steps([[shutil.which("ar") or "ar", "rcs", out, *objs]])
         else:
-            steps = [[*common, "-shared", *srcs, "-o", os.path.join(tmpdir, "out")]]
-        for cmd in steps:
-            _run_build_step(cmd)
-        os.replace(os.path.join(tmpdir, "out"), lib)
+            _run_build_steps([[*common, "-shared", *objs, "-o", out]])
+        os.replace(out, lib)
     return lib
 
 
-def _run_build_step(cmd: list[str]) -> None:
+def _run_build_steps(steps: list[list[str]]) -> None:
+    """Run independent compiler commands side by side (at most one per core: a first build took
+    minutes one file after the other); the first failing one, in the given order, is reported."""
+    workers = max(1, min(len(steps), os.cpu_count() or 1))
+    with concurrent.futures.ThreadPoolExecutor(max_workers=workers) as pool:
+        failures = [f for f in pool.map(_run_build_step, steps) if f]
+    if failures:
+        raise UserError(failures[0])
+
+
+def _run_build_step(cmd: list[str]) -> str | None:
+    """None if `cmd` succeeded, else the one line that says why it did not."""
     try:
         res = subprocess.run(cmd, capture_output=True, text=True)
     except OSError as e:
-        raise UserError(f"cannot run {cmd[0]} to build the scalgraph shim ({e.strerror})") from None
-    if res.returncode != 0:
-        lines = [ln.strip() for ln in res.stderr.strip().splitlines() if ln.strip()]
-        # the compiler's error lines, not its first warning: that is what says what went wrong
-        errors = [ln for ln in lines if re.search(r"\berror\b|undefined reference", ln, re.I)]
-        tail = " | ".join(errors[:3] or lines[-3:])[:600]
-        raise UserError(f"building the scalgraph shim with {cmd[0]} failed: {tail}; check that this "
-                        "mpicc works (`mpicc -show`) or point SCALGRAPH_MPICC at another one")
+        return f"cannot run {cmd[0]} to build the scalgraph shim ({e.strerror})"
+    if res.returncode == 0:
+        return None
+    lines = [ln.strip() for ln in res.stderr.strip().splitlines() if ln.strip()]
+    # the compiler's error lines, not its first warning: that is what says what went wrong
+    errors = [ln for ln in lines if re.search(r"\berror\b|undefined reference", ln, re.I)]
+    tail = " | ".join(errors[:3] or lines[-3:])[:600]
+    return (f"building the scalgraph shim with {cmd[0]} failed: {tail}; check that this "
+            "mpicc works (`mpicc -show`) or point SCALGRAPH_MPICC at another one")
 
 
 def shim_library(mpicc: str | None = None, static: bool = False) -> pathlib.Path:
@@ -100,7 +113,7 @@ def shim_library(mpicc: str | None = None, static: bool = False) -> pathlib.Path
     static=True gives libscalgraph.a for static links (put it before -lmpi, like the .so)."""
     cc = find_mpicc(mpicc)
     try:
-        show = subprocess.run([cc, "-show"], capture_output=True, text=True, timeout=60).stdout
+        show = wrapper_show((cc,)).stdout          # the same answer toolchain.mpi_flags got
     except (OSError, subprocess.TimeoutExpired):
         show = ""
     h = _sources_digest(CORE_SOURCES + MPI_SOURCES)

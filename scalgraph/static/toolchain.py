@@ -237,10 +237,11 @@ def _find_flang() -> Compiler:
 @functools.lru_cache(maxsize=None)
 def mpi_flags(wrapper: str) -> MPIFlags:
     """Include and link flags of the wrapper's MPI, from `-show` (MPICH) or `--showme` (Open MPI)."""
+    from scalgraph.runtime.wrapper_show import wrapper_show
     words = None
     for option in ("-show", "--showme"):
         try:
-            r = subprocess.run(shlex.split(wrapper) + [option], capture_output=True, text=True, timeout=60)
+            r = wrapper_show(tuple(shlex.split(wrapper)), option)    # asked once; the shim's key reuses it
         except OSError as e:
             raise UserError(f"cannot run the MPI compiler wrapper {wrapper}: {e.strerror}; "
                             "set MPICC (MPICXX, MPIFC) to a working one") from None
