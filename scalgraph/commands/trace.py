@@ -171,7 +171,7 @@ def analyse(trace, clock_correction: bool = True, top: int = 10, source: str = "
     extra = program_time(trace)
     if release and not write_corrected:
         from scalgraph.trace.matching import flatten
-        flat = flatten(trace)
+        flat = flatten(trace, release=True)
         _drop_events(trace)
         if clock_correction:
             rep = correct_flat(trace, flat, params or ClockParams())

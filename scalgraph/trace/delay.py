@@ -52,6 +52,7 @@ from scipy.sparse.linalg import spsolve, spsolve_triangular
 from scalgraph.errors import UserError
 from scalgraph.trace import mpi_names, patterns, waitops
 from scalgraph.trace.forward import ForwardResult, ReplayContext
+from scalgraph.trace.heap import returns_freed_memory
 from scalgraph.trace.hugepages import without_hugepage_advice
 
 
@@ -209,7 +210,7 @@ def mpi_callpaths(ctx: ReplayContext) -> np.ndarray:
     return is_mpi[np.where(reg >= 0, reg, len(is_mpi) - 1)]
 
 
-CHUNK = 1 << 13          # wait states per chunk of the delay analysis
+CHUNK = 1 << 12          # wait states per chunk of the delay analysis
 DENSE_LIMIT = 1 << 25     # keys up to this use a dense bincount (O(n)), larger ones a sort
 
 
@@ -304,11 +305,14 @@ def interval_starts(ctx: ReplayContext, waits: np.ndarray, q_rank, q_key, q_time
     # queries come first in the input, so the stable sort puts them first at equal times:
     # "previous" means strictly earlier
     order = np.lexsort((tt, g))
+    del tt, p_rank, p_key, p_op, p_time
     is_p = order >= nq
-    pos = np.arange(len(order))
-    last = np.maximum.accumulate(np.where(is_p, pos, -1))
+    last = np.where(is_p, np.arange(len(order)), -1)
+    np.maximum.accumulate(last, out=last)
     qpos = np.flatnonzero(~is_p)
+    del is_p
     k = last[qpos]
+    del last
     ok = (k >= 0) & (g[order[np.maximum(k, 0)]] == g[order[qpos]])
     out = np.full(nq, -np.inf)
     qi = order[qpos]
@@ -384,6 +388,7 @@ def _concat(parts):
     return tuple(np.concatenate(x) for x in zip(*parts))
 
 
+@returns_freed_memory
 @without_hugepage_advice
 def delay_analysis(fwd: ForwardResult, options: DelayOptions = DelayOptions()) -> DelayResult:
     """Delay costs of every wait state with a causer (Scalasca's accounting: every call path, MPI
@@ -418,6 +423,7 @@ def delay_analysis(fwd: ForwardResult, options: DelayOptions = DelayOptions()) -
         w_parts.append((wi + lo, ww, wa))
     du, dc, dv = _concat(c_parts)
     wu, wv, wa_u = _concat(w_parts)
+    del c_parts, w_parts, first, d_start          # (the peak is the Γ system: free what it does not read)
     d_bounds = np.searchsorted(du, np.arange(nu + 1))
     w_bounds = np.searchsorted(wu, np.arange(nu + 1))
     w_d = np.bincount(wu, weights=wa_u, minlength=nu)[u_of] if n else np.zeros(0)
@@ -437,9 +443,11 @@ def delay_analysis(fwd: ForwardResult, options: DelayOptions = DelayOptions()) -
         parts.append((ids, cps, delta))
         sum_delta += np.bincount(ids, weights=delta, minlength=n)[:n]
     ids, cps, delta = _concat(parts)
+    del parts, index, du, dc, dv, d_bounds, starts, r_start, r_end
     # M entries: every wait v inside the causer's interval of wait i
     wi, rep_j = _expand(w_bounds[u_of], w_bounds[u_of + 1] - 1)
     ww, wa = wv[rep_j], wa_u[rep_j]
+    del rep_j, wu, wv, wa_u, w_bounds
     s = waitops.delay_scale(sum_delta, w_d)
     clip = CLIPPED_PATTERNS[waits["pattern"]] & (options.scale == "scalasca")
     dist = waitops.clipped_wait(omega, sum_delta, w_d, clip)

@@ -20,6 +20,7 @@ import numpy as np
 
 from scalgraph.errors import UserError
 from scalgraph.model import trace as tm
+from scalgraph.trace import heap
 
 
 class Columns(dict):
@@ -90,15 +91,30 @@ class CommInstances:
     bytes_recv: np.ndarray | None = None  # [ninstances, size] bytes received at each COLL_END
 
 
-def flatten(trace: tm.Trace) -> Flat:
+TRIM_EVERY = 16 << 20      # bytes of events dropped between two heap trims while flattening
+
+
+def flatten(trace: tm.Trace, release: bool = False) -> Flat:
+    """The flat trace.  `release`: the caller needs the trace's events no more; each location's
+    array is dropped (emptied in `trace.events`) once copied and the freed memory handed back
+    (heap.trim), so the events are held about once, not twice, while flattening."""
     lengths = np.array([len(e) for e in trace.events], dtype=np.int64)
     offsets = np.concatenate(([0], np.cumsum(lengths)))
     # rank by rank and field by field, so each rank's records are read while they are in cache
     ev = Columns((name, np.empty(int(offsets[-1]), tm.EVENT_DTYPE[name])) for name in tm.EVENT_DTYPE.names)
-    for r, e in enumerate(trace.events):
+    freed = 0
+    for r in range(len(trace.events)):
+        e = trace.events[r]
         a, b = offsets[r], offsets[r + 1]
         for name, col in ev.items():
             col[a:b] = e[name]
+        if release:
+            trace.events[r] = e[:0].copy()
+            freed += e.nbytes
+            del e
+            if freed >= TRIM_EVERY or r == len(trace.events) - 1:     # (a trim walks the heap: not per rank)
+                heap.trim()
+                freed = 0
     rank = np.repeat(np.arange(len(lengths), dtype=np.int32), lengths)
     return Flat(ev=ev, rank=rank, offsets=offsets)
 

@@ -54,6 +54,7 @@ import numpy as np
 from scalgraph.model import trace as tm
 from scalgraph.trace import patterns, retime_native
 from scalgraph.trace.forward import ReplayContext
+from scalgraph.trace.heap import returns_freed_memory
 
 _KIND = {k: patterns.COLL_KINDS.index(k) for k in patterns.COLL_KINDS}
 
@@ -289,6 +290,7 @@ def _shortened_prefix_sums(ctx: ReplayContext, callpaths: list[int], fraction: n
     return P
 
 
+@returns_freed_memory
 def retime(ctx: ReplayContext, callpaths: list[int], fraction: np.ndarray) -> Retimed:
     """Re-time the trace with the exclusive time of `callpaths` on rank r cut by fraction[r]."""
     t = ctx.time
