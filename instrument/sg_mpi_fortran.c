@@ -192,6 +192,15 @@ static int save_requests(const F *n, const F *reqs, MPI_Request saved[MAXF]) {
     return count;
 }
 
+/* declares `saved` (the copies) and `count`; a pass-through makes `pmpi_call` and returns */
+#define F_SAVE_REQUESTS(n, reqs, pmpi_call)                                                       \
+    MPI_Request saved[MAXF];                                                                      \
+    int count = save_requests(n, reqs, saved);                                                    \
+    if (count < 0) {                                                                              \
+        pmpi_call;                                                                                \
+        return;                                                                                   \
+    }
+
 /* the Fortran statuses to pass: `local` stands in when the program passed MPI_STATUSES_IGNORE */
 static F *fstatuses(F *statuses, F *local) { return statuses == MPI_F_STATUSES_IGNORE ? local : statuses; }
 
@@ -208,12 +217,7 @@ static void complete_all(const MPI_Request *saved, const F *st, int count, uint3
 
 void mpi_waitall_(F *n, F *reqs, F *statuses, F *ierr) {
     NEED(pmpi_waitall_);
-    MPI_Request saved[MAXF];
-    int count = save_requests(n, reqs, saved);
-    if (count < 0) {
-        pmpi_waitall_(n, reqs, statuses, ierr);
-        return;
-    }
+    F_SAVE_REQUESTS(n, reqs, pmpi_waitall_(n, reqs, statuses, ierr))
     F local[MAXF * SG_F_STATUS_SIZE];
     F *st = fstatuses(statuses, local);
     F_BEGIN("MPI_Waitall", pmpi_waitall_(n, reqs, st, ierr))
@@ -312,12 +316,7 @@ void mpi_test_(F *req, F *flag, F *status, F *ierr) {
    exchange completes with MPI_TESTALL; without it the trace had unmatched messages) */
 void mpi_testall_(F *n, F *reqs, F *flag, F *statuses, F *ierr) {
     NEED(pmpi_testall_);
-    MPI_Request saved[MAXF];
-    int count = save_requests(n, reqs, saved);
-    if (count < 0) {
-        pmpi_testall_(n, reqs, flag, statuses, ierr);
-        return;
-    }
+    F_SAVE_REQUESTS(n, reqs, pmpi_testall_(n, reqs, flag, statuses, ierr))
     F local[MAXF * SG_F_STATUS_SIZE];
     F *st = fstatuses(statuses, local);
     F_BEGIN("MPI_Testall", pmpi_testall_(n, reqs, flag, st, ierr))
@@ -330,12 +329,7 @@ void mpi_testall_(F *n, F *reqs, F *flag, F *statuses, F *ierr) {
 
 void mpi_waitany_(F *n, F *reqs, F *index, F *status, F *ierr) {
     NEED(pmpi_waitany_);
-    MPI_Request saved[MAXF];
-    int count = save_requests(n, reqs, saved);
-    if (count < 0) {
-        pmpi_waitany_(n, reqs, index, status, ierr);
-        return;
-    }
+    F_SAVE_REQUESTS(n, reqs, pmpi_waitany_(n, reqs, index, status, ierr))
     F local[SG_F_STATUS_SIZE];
     F *st = fstatus(status, local);
     F_BEGIN("MPI_Waitany", pmpi_waitany_(n, reqs, index, st, ierr))
