@@ -50,7 +50,7 @@ import scipy.sparse as sp
 from scipy.sparse.linalg import spsolve, spsolve_triangular
 
 from scalgraph.errors import UserError
-from scalgraph.trace import mpi_names, patterns, waitops
+from scalgraph.trace import mpi_names, native, patterns, waitops
 from scalgraph.trace.forward import ForwardResult, ReplayContext
 from scalgraph.trace.heap import returns_freed_memory
 from scalgraph.trace.hugepages import without_hugepage_advice
@@ -190,15 +190,25 @@ def wait_pieces(ctx: ReplayContext, waits: np.ndarray, rank, t0, t1, index=None)
 
 def processing_profiles(ctx, waits, rank, t0, t1, index=None):
     """Processing time (exclusive time minus waiting) per interval and call path, summed:
-    (interval, call path, time) for the non-empty entries; plus the wait triplets."""
-    ei, ec, ea = exclusive_pieces(ctx, rank, t0, t1)
+    (interval, call path, time) for the non-empty entries; plus the wait triplets.  The sums run in
+    C where it is built (native.interval_profiles, the same additions in the same order)."""
     wi, ww, wa = wait_pieces(ctx, waits, rank, t0, t1, index)
     wc = ctx.nest.callpath[waits["op"][ww]]
+    fast = native.interval_profiles(ctx.time, ctx.flat.offsets, ctx.nest.cp_after, ctx.ncallpaths, rank, t0, t1,
+                                    wi, wc, wa)
+    if fast is not None:
+        return fast, (wi, ww, wa)
+    return _profiles_numpy(ctx, rank, t0, t1, wi, wc, wa), (wi, ww, wa)
+
+
+def _profiles_numpy(ctx, rank, t0, t1, wi, wc, wa):
+    """processing_profiles' sums in numpy: every piece expanded, summed by key."""
+    ei, ec, ea = exclusive_pieces(ctx, rank, t0, t1)
     ncp = ctx.ncallpaths
     ids, cps, vals = _sum_by_key(np.concatenate((ei, wi)), np.concatenate((ec, wc)),
                                  np.concatenate((ea, -wa)), ncp + 1)
     inside = cps < ncp
-    return (ids[inside], cps[inside], vals[inside]), (wi, ww, wa)
+    return ids[inside], cps[inside], vals[inside]
 
 
 def mpi_callpaths(ctx: ReplayContext) -> np.ndarray:

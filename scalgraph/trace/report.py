@@ -193,7 +193,8 @@ def build_report(fwd: ForwardResult, dl: DelayResult, cp: CriticalPath, top: int
                  intra_partition=float(cp.intra_partition[c].sum()),
                  intra_partition_per_rank=per_rank(cp.intra_partition[c]))
         path.append(e)
-    segments = [[int(r), float(a), float(b)] for r, a, b in zip(cp.seg_rank, cp.seg_start, cp.seg_end)]
+    segments = [list(s) for s in zip(cp.seg_rank.astype(np.int64).tolist(), cp.seg_start.astype(np.float64).tolist(),
+                                     cp.seg_end.astype(np.float64).tolist())]   # (tolist: no numpy scalar per value)
 
     t = ctx.time
     instances = instance_table(fwd.waits, t, ctx.nest.callpath, names, [_loc(w) for w in where],

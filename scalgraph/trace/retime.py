@@ -40,7 +40,7 @@ duration), and passive-target locks as local; both are documented limits.  Only 
 (and each rank's first) are solved: any other event keeps its distance from the last of them before
 it, over the shortened gaps (prefix sums).  The dependences point backwards along the program's
 causal order, so rounds that advance every rank whose next synchronising event has all its partners
-placed always finish.  A small C loop (retime_rounds.c) solves them one at a time; without a C
+placed always finish.  A small C loop (kernels.c) solves them one at a time; without a C
 compiler the same rounds run in numpy, a few array operations over the ranks per round (about 8000
 rounds for 10^6 events of a 16-rank halo exchange), with the same values bit for bit.
 """
@@ -52,7 +52,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from scalgraph.model import trace as tm
-from scalgraph.trace import patterns, retime_native
+from scalgraph.trace import native, patterns
 from scalgraph.trace.forward import ReplayContext
 from scalgraph.trace.heap import returns_freed_memory
 
@@ -351,8 +351,8 @@ def retime(ctx: ReplayContext, callpaths: list[int], fraction: np.ndarray) -> Re
     new_a = np.full(na, np.nan)
     new_a[first_pos] = t[firsts]
     todo = na - len(first_pos)
-    left = retime_native.rounds(first_pos, todo, new_a, a_group, a_par, a_entpos, e_lo, e_len, ps_off, ps_group,
-                                remaining, gval)
+    left = native.retime_rounds(first_pos, todo, new_a, a_group, a_par, a_entpos, e_lo, e_len, ps_off, ps_group,
+                               remaining, gval)
     if left is None:                                     # no C compiler: the same rounds in numpy
         left = _rounds_numpy(first_pos, todo, new_a, a_group, a_par, a_entpos, e_lo, e_len, ps_anc, ps_off,
                              ps_group, remaining, gval)
@@ -370,7 +370,7 @@ def retime(ctx: ReplayContext, callpaths: list[int], fraction: np.ndarray) -> Re
 def _rounds_numpy(first_pos, todo, new_a, a_group, a_par, a_entpos, e_lo, e_len, ps_anc, ps_off, ps_group,
                   remaining, gval) -> int:
     """Solve the anchors (new_a, in place) in rounds that advance every rank whose next anchor's
-    partners are all placed; the fallback of retime_native.rounds (retime_rounds.c), same values.
+    partners are all placed; the fallback of native.retime_rounds (kernels.c), same values.
     Returns the number of anchors left unsolved (non-zero: a cycle of dependences)."""
     def place(ks):                                       # partners anchored at the solved anchors ks
         lens = e_len[ks]                                 # (array methods: no wrappers, ~10^4 rounds)

@@ -124,7 +124,8 @@ def _check_nesting(ev: np.ndarray, at: str) -> None:
         raise UserError(f"{at}: {int(depth_after[-1])} region(s) entered but never exited "
                         f"(truncated trace?); every ENTER needs its EXIT")
     level = np.where(is_enter, depth_after, depth_after + 1)
-    order = np.lexsort((idx, level))
+    # idx ascends: a stable sort by level alone is lexsort((idx, level)), and on int16 a radix sort
+    order = np.argsort(level.astype(np.int16) if level.max() < 32000 else level, kind="stable")
     ent, ex = idx[order][0::2], idx[order][1::2]
     regions = ev["region"]
     wrong = np.flatnonzero((regions[ex] >= 0) & (regions[ex] != regions[ent]))
@@ -211,7 +212,13 @@ def _check_requests(ev: np.ndarray, at: str) -> None:
     recv_side = (k == IRECV_REQUEST) | (k == IRECV)
     completes = (k == ISEND_COMPLETE) | (k == IRECV)
     req = ev["request"][sel].astype(np.int64)
-    order = np.lexsort((sel, req, recv_side))
+    # sel ascends: a stable sort by (recv_side, req) as one key is lexsort((sel, req, recv_side))
+    span = int(req.max() - req.min()) + 1
+    if span < 2 ** 40:
+        key = recv_side * span + (req - req.min())
+        order = np.argsort(key.astype(np.int16) if 2 * span < 32000 else key, kind="stable")
+    else:
+        order = np.lexsort((sel, req, recv_side))
     same_id = np.zeros(len(sel), bool)
     same_id[1:] = (req[order][1:] == req[order][:-1]) & (recv_side[order][1:] == recv_side[order][:-1])
     opened_before = np.zeros(len(sel), bool)

@@ -1,12 +1,13 @@
-"""The re-timing's anchor rounds in C (scalgraph/trace/retime_rounds.c) give the numpy rounds' times
-bit for bit, on a randomised program with blocking and non-blocking messages, Waitall, rooted and
-all-to-all collectives and MPI_Finalize, with several ranks shortened."""
+"""The loops in C (scalgraph/trace/kernels.c) give their numpy versions' values bit for bit, on a
+randomised program with blocking and non-blocking messages, Waitall, rooted and all-to-all
+collectives and MPI_Finalize: the re-timing's anchor rounds with several ranks shortened, and the
+processing-time profiles of the delay costs and the critical path."""
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from scalgraph.trace import retime, retime_native
+from scalgraph.trace import critical_path, delay, native, retime
 from scalgraph.trace.forward import build_context, forward_replay
 from scalgraph.trace.matching import callpath_names
 from tracebuild import Builder
@@ -61,7 +62,7 @@ def random_program(nranks: int = 6, iters: int = 40, seed: int = 3) -> Builder:
 
 
 def test_the_c_rounds_give_the_numpy_rounds_times_bit_for_bit(monkeypatch):
-    if retime_native.library() is None:
+    if native.library() is None:
         pytest.skip("no C compiler")
     fwd = forward_replay(build_context(random_program().build()))
     ctx = fwd.ctx
@@ -74,10 +75,37 @@ def test_the_c_rounds_give_the_numpy_rounds_times_bit_for_bit(monkeypatch):
     for callpaths, frac in cases:
         fast = retime.retime(ctx, callpaths, frac)
         with monkeypatch.context() as m:
-            m.setattr(retime_native, "rounds", lambda *a, **k: None)
+            m.setattr(native, "retime_rounds", lambda *a, **k: None)
             slow = retime.retime(ctx, callpaths, frac)
         assert fast.time.tobytes() == slow.time.tobytes()
         assert (fast.run_length, fast.fixed_run_length) == (slow.run_length, slow.fixed_run_length)
         moved += int((fast.time != ctx.time).sum())
     assert moved > 1000                        # the cases really move events (and waiting) around
 
+
+
+def test_the_c_profiles_give_the_numpy_delay_costs_and_critical_path_bit_for_bit(monkeypatch):
+    if native.library() is None:
+        pytest.skip("no C compiler")
+    fwd = forward_replay(build_context(random_program(seed=5).build()))
+    ncalls = {"c": 0}
+    kernel = native.interval_profiles
+
+    def counted(*a, **k):
+        ncalls["c"] += 1
+        return kernel(*a, **k)
+    monkeypatch.setattr(native, "interval_profiles", counted)
+    fast = [delay.delay_analysis(fwd, delay.DelayOptions(sync_points=sp)) for sp in ("waits", "messages")]
+    fast_path = critical_path.critical_path(fwd)
+    assert ncalls["c"] >= 5
+    monkeypatch.setattr(native, "interval_profiles", lambda *a, **k: None)
+    slow = [delay.delay_analysis(fwd, delay.DelayOptions(sync_points=sp)) for sp in ("waits", "messages")]
+    slow_path = critical_path.critical_path(fwd)
+    for a, b in zip(fast, slow):
+        for f in ("short_by_pattern", "long_by_pattern", "gamma", "direct", "indirect", "sum_delta",
+                  "wait_in_interval", "distributed"):
+            assert getattr(a, f).tobytes() == getattr(b, f).tobytes(), f
+        assert a.unexplained == b.unexplained
+        assert a.short_term.sum() > 0                     # real delay costs were compared
+    for f in ("profile", "activity", "non_critical", "imbalance_impact", "time", "seg_start", "seg_end"):
+        assert getattr(fast_path, f).tobytes() == getattr(slow_path, f).tobytes(), f

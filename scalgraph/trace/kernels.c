@@ -1,0 +1,180 @@
+/* Loops of the trace analysis in C, each giving its numpy version's values bit for bit: every
+ * floating-point operation is the one numpy does, in the same order (built without contraction into
+ * fused multiply-adds, scalgraph/trace/native.py).
+ *
+ * sg_retime_rounds: the re-timing's anchor rounds (retime.py, `_rounds_numpy`), one anchor at a
+ * time instead of one numpy round per anchor of every rank.
+ *
+ * An anchor's new time depends only on anchors solved before it (its rank's previous anchor, its
+ * call's entry anchor, and its partner group's latest partner, final once the group has no partner
+ * left to place), so any order that respects those dependences gives the same values bit for bit:
+ *     new[k] = max(max(new[entpos[k]] + par[k][0] + par[k][1], gval[group[k]] + par[k][2]),
+ *                  new[k - 1] + par[k][3])
+ * with numpy's maximum (a NaN operand wins).
+ *
+ * sg_interval_profiles: the delay costs' processing-time profiles (delay.py, `_profiles_numpy`). */
+#include <stdint.h>
+#include <stdlib.h>
+
+static inline double np_max(double a, double b)
+{
+    /* numpy's scalar maximum: the first operand when it is NaN or not below the second */
+    return (a >= b || a != a) ? a : b;
+}
+
+static inline double np_min(double a, double b)
+{
+    return (a <= b || a != a) ? a : b;
+}
+
+/* Anchors 0..na-1; rank r's anchors run from first[r] (solved already) to first[r + 1] - 1; a rank
+ * stops at an anchor whose group has a partner left (group ng + 1 never empties: it marks each
+ * rank's end).  Partners of anchor k are ps_group/ps_off[e_lo[k] .. e_lo[k] + e_len[k] - 1].
+ * Returns the number of anchors left unsolved (0, or a cycle of dependences). */
+int64_t sg_retime_rounds(int64_t nranks, const int64_t *first, int64_t todo, double *new_a,
+                         const int64_t *group, const double *par, const int64_t *entpos,
+                         const int64_t *e_lo, const int64_t *e_len, const double *ps_off,
+                         const int64_t *ps_group, int64_t *remaining, double *gval, int64_t *ptr)
+{
+    for (int64_t r = 0; r < nranks; r++) {
+        int64_t k = first[r];
+        for (int64_t i = e_lo[k]; i < e_lo[k] + e_len[k]; i++) {
+            remaining[ps_group[i]] -= 1;
+            gval[ps_group[i]] = np_max(gval[ps_group[i]], new_a[k] + ps_off[i]);
+        }
+        ptr[r] = k + 1;
+    }
+    int progress = 1;
+    while (todo > 0 && progress) {
+        progress = 0;
+        for (int64_t r = 0; r < nranks; r++) {
+            int64_t k = ptr[r];
+            while (remaining[group[k]] == 0) {
+                const double *p = par + 4 * k;
+                double value = np_max(new_a[entpos[k]] + p[0] + p[1], gval[group[k]] + p[2]);
+                new_a[k] = np_max(value, new_a[k - 1] + p[3]);
+                for (int64_t i = e_lo[k]; i < e_lo[k] + e_len[k]; i++) {
+                    remaining[ps_group[i]] -= 1;
+                    gval[ps_group[i]] = np_max(gval[ps_group[i]], new_a[k] + ps_off[i]);
+                }
+                k++;
+                todo--;
+                progress = 1;
+            }
+            ptr[r] = k;
+        }
+    }
+    return todo;
+}
+
+/* First index of sorted a[0..m) whose value is above x (side "right") or not below x ("left"). */
+static int64_t search_right(const double *a, int64_t m, double x)
+{
+    int64_t lo = 0, hi = m;
+    while (lo < hi) {
+        int64_t mid = lo + (hi - lo) / 2;
+        if (x < a[mid]) hi = mid; else lo = mid + 1;
+    }
+    return lo;
+}
+
+static int64_t search_left(const double *a, int64_t m, double x)
+{
+    int64_t lo = 0, hi = m;
+    while (lo < hi) {
+        int64_t mid = lo + (hi - lo) / 2;
+        if (a[mid] < x) lo = mid + 1; else hi = mid;
+    }
+    return lo;
+}
+
+/* The events whose following gap overlaps interval i ([t0[i], t1[i]] on rank[i]): lo[i]..hi[i]
+ * (empty when hi < lo), as delay.exclusive_pieces finds them. */
+void sg_interval_bounds(int64_t nint, const int64_t *rank, const double *t0, const double *t1,
+                        const double *t, const int64_t *off, int64_t *lo, int64_t *hi)
+{
+    for (int64_t i = 0; i < nint; i++) {
+        int64_t a = off[rank[i]], m = off[rank[i] + 1] - a;
+        if (m < 2) {
+            lo[i] = 0;
+            hi[i] = -1;
+            continue;
+        }
+        int64_t l = search_right(t + a, m, t0[i]) - 1, h = search_left(t + a, m, t1[i]) - 1;
+        lo[i] = a + (l > 0 ? l : 0);
+        hi[i] = a + (h < m - 2 ? h : m - 2);
+    }
+}
+
+static int cmp_i64(const void *x, const void *y)
+{
+    int64_t a = *(const int64_t *)x, b = *(const int64_t *)y;
+    return (a > b) - (a < b);
+}
+
+/* Processing time per (interval, call path): the exclusive time of each gap in the interval
+ * (clipped at its two ends) booked to the call path after the event (ncp: outside every region),
+ * then minus the interval's wait pieces (wi sorted, wc their call paths, wa their amounts); added
+ * in that order from 0, as numpy's bincount adds them.  Writes the call paths below ncp that any
+ * piece touched, in (interval, call path) order, and returns how many.  acc, stamp, touched: ncp + 1
+ * entries each, stamp all -1 on entry. */
+int64_t sg_interval_profiles(int64_t nint, const double *t0, const double *t1, const int64_t *lo,
+                             const int64_t *hi, const double *t, const int32_t *cp_after, int64_t ncp,
+                             const int64_t *wi, const int64_t *wc, const double *wa, int64_t nw,
+                             double *acc, int64_t *stamp, int64_t *touched,
+                             int64_t *out_id, int64_t *out_cp, double *out_val)
+{
+    int64_t n_out = 0, w = 0;
+    for (int64_t i = 0; i < nint; i++) {
+        int64_t k = 0;
+        for (int64_t g = lo[i]; g <= hi[i]; g++) {
+            double v;
+            if (g == hi[i])
+                v = np_max(np_min(t[g + 1], t1[i]) - np_max(t[g], t0[i]), 0.0);
+            else if (g == lo[i])
+                v = np_max(np_min(t[g + 1], t1[i]) - np_max(t[g], t0[i]), 0.0);
+            else
+                v = t[g + 1] - t[g];
+            int64_t c = cp_after[g] >= 0 ? cp_after[g] : ncp;
+            if (stamp[c] != i) {
+                stamp[c] = i;
+                acc[c] = 0.0;
+                touched[k++] = c;
+            }
+            acc[c] += v;
+        }
+        for (; w < nw && wi[w] < i; w++)
+            ;
+        for (; w < nw && wi[w] == i; w++) {
+            int64_t c = wc[w];
+            if (stamp[c] != i) {
+                stamp[c] = i;
+                acc[c] = 0.0;
+                touched[k++] = c;
+            }
+            acc[c] += -wa[w];
+        }
+        if (k > 1) {
+            if (k <= 16) {
+                for (int64_t a = 1; a < k; a++) {
+                    int64_t x = touched[a], b = a - 1;
+                    for (; b >= 0 && touched[b] > x; b--)
+                        touched[b + 1] = touched[b];
+                    touched[b + 1] = x;
+                }
+            } else {
+                qsort(touched, (size_t)k, sizeof(int64_t), cmp_i64);
+            }
+        }
+        for (int64_t a = 0; a < k; a++) {
+            int64_t c = touched[a];
+            if (c < ncp) {
+                out_id[n_out] = i;
+                out_cp[n_out] = c;
+                out_val[n_out] = acc[c];
+                n_out++;
+            }
+        }
+    }
+    return n_out;
+}

@@ -1,0 +1,118 @@
+"""Loops of the trace analysis in C (kernels.c): built once with the C compiler, cached under
+SCALGRAPH_CACHE like the OTF2 reader's helper, loaded with ctypes.  Each gives its numpy version's
+values bit for bit; the numpy versions stay the fallback where no C compiler is found.
+
+- retime_rounds: the re-timing's anchor rounds (retime._rounds_numpy advances every rank by one
+  anchor per round, ~8,000 rounds of small array operations at 10^6 events).
+- interval_profiles: the delay costs' processing-time profiles (delay._profiles_numpy expands every
+  gap of every synchronisation interval into arrays, then sums them by key)."""
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import os
+import pathlib
+import shutil
+import subprocess
+import tempfile
+
+import numpy as np
+
+SOURCE = pathlib.Path(__file__).with_name("kernels.c")
+# no -ffast-math and no contraction into fused multiply-adds: every sum rounds as numpy's does
+FLAGS = ["-O2", "-fPIC", "-shared", "-ffp-contract=off", "-fno-fast-math"]
+
+_lib = None
+_failed = False
+
+
+def _build() -> pathlib.Path | None:
+    from scalgraph.runtime.shim import cache_dir
+    cc = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
+    if cc is None or not SOURCE.is_file():
+        return None
+    key = hashlib.sha256(SOURCE.read_bytes() + cc.encode() + " ".join(FLAGS).encode()).hexdigest()[:16]
+    out_dir = cache_dir() / f"trace-kernels-{key}"
+    lib = out_dir / "libsgtrace.so"
+    if lib.is_file():
+        return lib
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(prefix=".build-", dir=out_dir) as tmp:
+            res = subprocess.run([cc, *FLAGS, str(SOURCE), "-o", os.path.join(tmp, "out")],
+                                 capture_output=True, text=True, timeout=120)
+            if res.returncode != 0:
+                return None
+            os.replace(os.path.join(tmp, "out"), lib)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return lib
+
+
+def library():
+    """The loaded kernel, or None when it cannot be built (no C compiler)."""
+    global _lib, _failed
+    if _lib is None and not _failed:
+        path = _build()
+        if path is None:
+            _failed = True
+            return None
+        lib = ctypes.CDLL(str(path))
+        lib.sg_retime_rounds.argtypes = [ctypes.c_int64, ctypes.c_void_p, ctypes.c_int64] + [ctypes.c_void_p] * 11
+        lib.sg_retime_rounds.restype = ctypes.c_int64
+        lib.sg_interval_bounds.argtypes = [ctypes.c_int64] + [ctypes.c_void_p] * 7
+        lib.sg_interval_bounds.restype = None
+        lib.sg_interval_profiles.argtypes = ([ctypes.c_int64] + [ctypes.c_void_p] * 6 + [ctypes.c_int64]
+                                             + [ctypes.c_void_p] * 3 + [ctypes.c_int64] + [ctypes.c_void_p] * 6)
+        lib.sg_interval_profiles.restype = ctypes.c_int64
+        _lib = lib
+    return _lib
+
+
+def retime_rounds(first_pos, todo, new_a, a_group, a_par, a_entpos, e_lo, e_len, ps_off, ps_group, remaining,
+           gval) -> int | None:
+    """Solve the anchors in place (new_a, remaining, gval as retime._rounds_numpy leaves them).
+    Returns the number of anchors left unsolved (non-zero: a cycle), or None without the kernel."""
+    lib = library()
+    if lib is None:
+        return None
+    i64 = [np.ascontiguousarray(a, np.int64) for a in (first_pos, a_group, a_entpos, e_lo, e_len, ps_group)]
+    first, group, entpos, lo, length, psg = i64
+    par, off = np.ascontiguousarray(a_par, np.float64), np.ascontiguousarray(ps_off, np.float64)
+    for a, dt in ((new_a, np.float64), (remaining, np.int64), (gval, np.float64)):   # written in place
+        if a.dtype != dt or not a.flags.c_contiguous:
+            raise TypeError("retime rounds: the arrays written in place must be contiguous float64/int64")
+    ptr = np.empty(len(first), np.int64)
+    return int(lib.sg_retime_rounds(len(first), first.ctypes.data, int(todo), new_a.ctypes.data,
+                                    group.ctypes.data, par.ctypes.data, entpos.ctypes.data, lo.ctypes.data,
+                                    length.ctypes.data, off.ctypes.data, psg.ctypes.data,
+                                    remaining.ctypes.data, gval.ctypes.data, ptr.ctypes.data))
+
+
+def interval_profiles(t, offsets, cp_after, ncp, rank, t0, t1, wi, wc, wa):
+    """Processing time per (interval, call path below ncp) of the intervals [t0, t1] on `rank`,
+    minus the wait pieces (wi sorted, wc, wa), as delay._profiles_numpy computes it: (ids, cps,
+    values), or None without the kernel (or with columns it does not take)."""
+    lib = library()
+    if lib is None or cp_after.dtype != np.int32 or t.dtype != np.float64 or (len(wc) and wc.min() < 0):
+        return None
+    rank = np.ascontiguousarray(rank, np.int64)
+    t0, t1 = np.ascontiguousarray(t0, np.float64), np.ascontiguousarray(t1, np.float64)
+    off = np.ascontiguousarray(offsets, np.int64)
+    nint = len(rank)
+    lo, hi = np.empty(nint, np.int64), np.empty(nint, np.int64)
+    lib.sg_interval_bounds(nint, rank.ctypes.data, t0.ctypes.data, t1.ctypes.data, t.ctypes.data, off.ctypes.data,
+                           lo.ctypes.data, hi.ctypes.data)
+    wi, wc = np.ascontiguousarray(wi, np.int64), np.ascontiguousarray(wc, np.int64)
+    wa = np.ascontiguousarray(wa, np.float64)
+    # at most one entry per call path touched: the pieces and waits of an interval, at most ncp + 1
+    pieces = np.maximum(hi - lo + 1, 0) + np.bincount(wi, minlength=nint)[:nint]
+    cap = int(np.minimum(pieces, ncp + 1).sum())
+    acc, touched = np.empty(ncp + 1), np.empty(ncp + 1, np.int64)
+    stamp = np.full(ncp + 1, -1, np.int64)
+    ids, cps, vals = np.empty(cap, np.int64), np.empty(cap, np.int64), np.empty(cap)
+    k = lib.sg_interval_profiles(nint, t0.ctypes.data, t1.ctypes.data, lo.ctypes.data, hi.ctypes.data, t.ctypes.data,
+                                 cp_after.ctypes.data, ncp, wi.ctypes.data, wc.ctypes.data, wa.ctypes.data, len(wi),
+                                 acc.ctypes.data, stamp.ctypes.data, touched.ctypes.data, ids.ctypes.data,
+                                 cps.ctypes.data, vals.ctypes.data)
+    return ids[:k].copy(), cps[:k].copy(), vals[:k].copy()
