@@ -16,6 +16,28 @@ from scalgraph.model.profile import DEP_COLL
 COPIES = 11
 
 
+def _late_rank(psg, p: int, plant, waits_at, extra: float, waited: float | None = None, slow: int = 1):
+    """Times and waits of one scale of the shape 'a loop, work planted on one rank, the others wait
+    for it in a collective': rank `slow` runs `extra` s in `plant` and everybody else waits `waited`
+    (default `extra`) in each collective of `waits_at`, which also costs every rank 0.1 ms of its own.
+    The caller adds the rest of the work to the times."""
+    t = np.zeros((p, len(psg)))
+    t[slow, plant] = extra
+    w = np.zeros_like(t)
+    w[:, waits_at] = extra if waited is None else waited
+    w[slow, waits_at] = 0.0
+    t[:, waits_at] = 1e-4 + w[:, waits_at]
+    return t, w
+
+
+def _collective_profile(psg, p: int, t, w, collectives: dict, calls: int = 10):
+    """The profile of times `t` and waits `w`, each rank's wait in a collective (vertex -> bytes per
+    call) recorded as a dependence on the whole world."""
+    rows = [(r, v, DEP_COLL, -1, -1, syn.WORLD, calls, nbytes, w[r, v])
+            for v, nbytes in collectives.items() for r in range(p)]
+    return syn._profile(psg, p, t, w, rows)
+
+
 def _unrolled(scales=(2, 4, 8, 16), work: float = 8.0, planted: float = 0.04, slow: int = 1):
     """A 10-iteration main loop the compiler turned into 11 calls of `step`: 11 instances of each
     statement of step.  Rank `slow` runs `planted` seconds more in line 13 of every copy; the others
@@ -30,16 +52,10 @@ def _unrolled(scales=(2, 4, 8, 16), work: float = 8.0, planted: float = 0.04, sl
     rng = np.random.default_rng(9)
     runs = {}
     for p in scales:
-        t = np.zeros((p, len(psg)))
-        w = np.zeros_like(t)
+        t, w = _late_rank(psg, p, plant_v, allr_v, planted, slow=slow)
         t[:, syn.vertex_at(psg, 3)] = 0.02
         t[:, work_v] = work / p / COPIES * (1 + 0.01 * rng.standard_normal((p, COPIES)))
-        t[slow, plant_v] = planted
-        w[:, allr_v] = planted
-        w[slow, allr_v] = 0.0
-        t[:, allr_v] = 1e-4 + w[:, allr_v]
-        rows = [(r, v, DEP_COLL, -1, -1, syn.WORLD, 1, 8, w[r, v]) for r in range(p) for v in allr_v]
-        runs[p] = syn._profile(psg, p, t, w, rows)
+        runs[p] = _collective_profile(psg, p, t, w, dict.fromkeys(allr_v, 8), calls=1)
     return psg, runs, plant_v
 
 
@@ -236,15 +252,10 @@ def test_exact_segments_are_matched_by_construct_when_samples_land_in_another_co
     allr_v = [v for v in range(len(psg)) if psg.line_first[v] == 14]
     runs = {}
     for p in (2, 4, 8, 16):
-        t = np.zeros((p, len(psg)))
-        w = np.zeros_like(t)
+        # sampled: every iteration's audit in copy 1; the others wait for each in its copy's Allreduce
+        t, w = _late_rank(psg, p, plant, allr_v, 0.04 * COPIES, waited=0.04)
         t[:, work_v] = 8.0 / p / COPIES
-        t[1, plant] = 0.04 * COPIES                     # sampled: every iteration's audit in copy 1
-        w[:, allr_v] = 0.04
-        w[1, allr_v] = 0.0
-        t[:, allr_v] = 1e-4 + w[:, allr_v]
-        rows = [(r, v, DEP_COLL, -1, -1, syn.WORLD, 1, 8, w[r, v]) for r in range(p) for v in allr_v]
-        prof = syn._profile(psg, p, t, w, rows)
+        prof = _collective_profile(psg, p, t, w, dict.fromkeys(allr_v, 8), calls=1)
         prof.comp_cpu[:, allr_v] = t[:, work_v]          # exact: each copy's own iteration
         prof.comp_cpu[1, allr_v] += 0.04
         runs[p] = prof
@@ -275,16 +286,10 @@ def test_calls_that_end_no_segment_are_walked_past():
     plant, wtime, work, allr = (syn.vertex_at(psg, n) for n in (3, 4, 5, 6))
     runs = {}
     for p in (2, 4, 8):
-        t = np.zeros((p, len(psg)))
+        t, w = _late_rank(psg, p, plant, [allr], 0.5)
         t[:, work] = 4.0 / p
-        t[1, plant] = 0.5
         t[:, wtime] = 1e-6
-        w = np.zeros_like(t)
-        w[:, allr] = 0.5
-        w[1, allr] = 0.0
-        t[:, allr] = 1e-4 + w[:, allr]
-        rows = [(r, allr, DEP_COLL, -1, -1, syn.WORLD, 10, 8, w[r, allr]) for r in range(p)]
-        prof = syn._profile(psg, p, t, w, rows)
+        prof = _collective_profile(psg, p, t, w, {allr: 8})
         prof.calls[:, wtime] = 10
         prof.comp_cpu[:, allr] = prof.comp_wall[:, allr] = t[:, plant] + t[:, work]
         runs[p] = prof
@@ -309,16 +314,10 @@ def test_a_call_through_a_function_pointer_may_end_the_segment():
     plant, indirect, work, barrier, allr = (syn.vertex_at(psg, n) for n in (3, 4, 5, 8, 22))
     runs = {}
     for p in (2, 4, 8):
-        t = np.zeros((p, len(psg)))
+        t, w = _late_rank(psg, p, plant, [allr], 0.5)
         t[:, work] = 4.0
-        t[1, plant] = 0.5
-        w = np.zeros_like(t)
-        w[:, allr] = 0.5
-        w[1, allr] = 0.0
-        t[:, allr] = 1e-4 + w[:, allr]
         t[:, barrier] = 1e-4
-        rows = [(r, allr, DEP_COLL, -1, -1, syn.WORLD, 10, 8, w[r, allr]) for r in range(p)]
-        prof = syn._profile(psg, p, t, w, rows)
+        prof = _collective_profile(psg, p, t, w, {allr: 8})
         prof.comp_cpu[:, allr] = prof.comp_wall[:, allr] = t[:, plant] + t[:, work]   # charged at run time
         prof.comp_cpu[:, barrier] = prof.comp_wall[:, barrier] = 1e-3
         runs[p] = prof
@@ -338,19 +337,12 @@ def test_a_rank_lighter_elsewhere_is_still_late_where_its_extra_loop_runs():
     plant, allr, other, barrier = (syn.vertex_at(psg, n) for n in (3, 4, 5, 6))
     runs = {}
     for p in (8,):                             # one scale: no scaling loss leads to the Allreduce
-        t = np.zeros((p, len(psg)))
+        t, w = _late_rank(psg, p, plant, [allr], 0.5)   # everybody but rank 1 waits for its loop
         t[:, other] = 1.0
         t[1, other] = 0.55                     # rank 1's other work is lighter
-        t[1, plant] = 0.5
-        w = np.zeros_like(t)
-        w[:, allr] = 0.5                       # everybody but rank 1 waits for its loop
-        w[1, allr] = 0.0
         w[1, barrier] = 0.45                   # and rank 1 waits for the others after its lighter work
-        t[:, allr] = 1e-4 + w[:, allr]
         t[:, barrier] = 1e-4 + w[:, barrier]
-        rows = ([(r, allr, DEP_COLL, -1, -1, syn.WORLD, 10, 8, w[r, allr]) for r in range(p)]
-                + [(r, barrier, DEP_COLL, -1, -1, syn.WORLD, 10, 0, w[r, barrier]) for r in range(p)])
-        prof = syn._profile(psg, p, t, w, rows)
+        prof = _collective_profile(psg, p, t, w, {allr: 8, barrier: 0})
         prof.comp_cpu[:, allr] = prof.comp_wall[:, allr] = t[:, plant]
         prof.comp_cpu[:, barrier] = prof.comp_wall[:, barrier] = t[:, other]
         runs[p] = prof
@@ -372,17 +364,11 @@ def test_a_rank_lighter_before_another_call_is_not_less_late_at_this_one():
     plant, irecv, unpack, allr = (syn.vertex_at(psg, n) for n in (3, 5, 7, 8))
     runs = {}
     for p in (2, 4, 8):
-        t = np.zeros((p, len(psg)))
-        t[:, plant] = 2.0 / p
-        t[1, plant] += 0.5
+        t, w = _late_rank(psg, p, plant, [allr], 0.5)    # waiting for rank 1's sends, which follow its loop
+        t[:, plant] += 2.0 / p
         t[:, unpack] = 2.0 / p
         t[1, unpack] -= 0.2                              # fewer neighbours: lighter unpacking
-        w = np.zeros_like(t)
-        w[:, allr] = 0.5                                 # for rank 1's sends, which follow its loop
-        w[1, allr] = 0.0
-        t[:, allr] = 1e-4 + w[:, allr]
-        rows = [(r, allr, DEP_COLL, -1, -1, syn.WORLD, 10, 8, w[r, allr]) for r in range(p)]
-        prof = syn._profile(psg, p, t, w, rows)
+        prof = _collective_profile(psg, p, t, w, {allr: 8})
         prof.calls[:, irecv] = 10
         prof.comp_cpu[:, irecv] = prof.comp_wall[:, irecv] = t[:, plant]
         prof.comp_cpu[:, allr] = prof.comp_wall[:, allr] = t[:, unpack]
