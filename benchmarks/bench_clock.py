@@ -16,16 +16,14 @@ process, alternating) and prints the ratios.  Goal from issue 11: >= 1e6 events/
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import os
-import subprocess
 import sys
-import tempfile
 import time
 
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import revision_module  # noqa: E402
 from bench_replay import synthetic_trace  # noqa: E402
 
 from scalgraph.trace import clock, matching  # noqa: E402
@@ -65,17 +63,7 @@ def measure(trace, repeat: int = 3, modules=None) -> dict:
 
 def module_at(rev: str):
     """scalgraph/trace/clock.py as it was at git revision `rev`, imported as its own module."""
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    src = subprocess.run(["git", "show", f"{rev}:scalgraph/trace/clock.py"], cwd=root, check=True,
-                         capture_output=True, text=True).stdout
-    path = os.path.join(tempfile.mkdtemp(prefix="bench-clock-"), f"clock_{rev}.py")
-    with open(path, "w") as f:
-        f.write(src)
-    spec = importlib.util.spec_from_file_location(f"clock_{rev}", path)
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod                 # dataclasses look their module up
-    spec.loader.exec_module(mod)
-    return mod
+    return revision_module.module_at(rev, "scalgraph/trace/clock.py")
 
 
 def main(argv=None) -> int:

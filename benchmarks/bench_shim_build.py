@@ -12,29 +12,21 @@ prints the ratios.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import os
 import resource
-import subprocess
 import sys
 import tempfile
 import time
 
-from scalgraph.runtime import shim
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import revision_module  # noqa: E402
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from scalgraph.runtime import shim  # noqa: E402
 
 
 def shim_at(rev: str):
     """scalgraph/runtime/shim.py as it was at `rev`, building this tree's instrument/ sources."""
-    src = subprocess.run(["git", "show", f"{rev}:scalgraph/runtime/shim.py"], cwd=ROOT, check=True,
-                         capture_output=True, text=True).stdout
-    path = os.path.join(tempfile.mkdtemp(prefix="bench-shim-"), f"shim_{rev}.py")
-    with open(path, "w") as f:
-        f.write(src)
-    spec = importlib.util.spec_from_file_location(f"shim_{rev}", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    mod = revision_module.module_at(rev, "scalgraph/runtime/shim.py")
     mod.INSTRUMENT_DIR, mod.HEADER = shim.INSTRUMENT_DIR, shim.HEADER
     return mod
 
