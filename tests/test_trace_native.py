@@ -1,7 +1,7 @@
 """The loops in C (scalgraph/trace/kernels.c) give their numpy versions' values bit for bit, on a
 randomised program with blocking and non-blocking messages, Waitall, rooted and all-to-all
 collectives and MPI_Finalize: the re-timing's anchor rounds with several ranks shortened, and the
-processing-time profiles of the delay costs and the critical path."""
+processing-time profiles of the delay costs and the critical path, and the region nesting."""
 from __future__ import annotations
 
 import numpy as np
@@ -9,7 +9,8 @@ import pytest
 
 from scalgraph.trace import critical_path, delay, native, retime
 from scalgraph.trace.forward import build_context, forward_replay
-from scalgraph.trace.matching import callpath_names
+from scalgraph.errors import UserError
+from scalgraph.trace.matching import callpath_names, flatten, match_regions
 from tracebuild import Builder
 
 
@@ -109,3 +110,37 @@ def test_the_c_profiles_give_the_numpy_delay_costs_and_critical_path_bit_for_bit
         assert a.short_term.sum() > 0                     # real delay costs were compared
     for f in ("profile", "activity", "non_critical", "imbalance_impact", "time", "seg_start", "seg_end"):
         assert getattr(fast_path, f).tobytes() == getattr(slow_path, f).tobytes(), f
+
+
+def test_the_c_region_pass_gives_the_numpy_nesting(monkeypatch):
+    """Pairs, owners and call paths (ids in the same order) of nested regions, an MPI call inside
+    user regions, and a region left open at the end of a rank (tolerated)."""
+    if native.library() is None:
+        pytest.skip("no C compiler")
+    b = random_program(nranks=4, iters=12, seed=7)
+    for r in range(4):
+        t = 1.0 + r
+        b.enter(r, t, "outer").enter(r, t, "inner").send(r, t, t, dst=(r + 1) % 4, tag=99).exit(r, t, "inner")
+        b.enter(r, t, "inner").recv(r, t, t, src=(r - 1) % 4, tag=99).exit(r, t, "inner").exit(r, t, "outer")
+    b.enter(3, 9.0, "left_open")
+    flat = flatten(b.build())
+    fast = match_regions(flat)
+    monkeypatch.setattr(native, "match_regions", lambda *a, **k: None)
+    slow = match_regions(flat)
+    for f in ("partner", "owner", "callpath", "cp_after", "cp_parent", "cp_region"):
+        assert np.array_equal(getattr(fast, f), getattr(slow, f)), f
+    assert (fast.partner >= 0).sum() > 400 and fast.cp_region.size >= 8
+
+
+def test_an_exit_closing_nothing_is_reported_the_same_by_both(monkeypatch):
+    if native.library() is None:
+        pytest.skip("no C compiler")
+    b = Builder(1)
+    b.enter(0, 0.0, "main").exit(0, 1.0, "main").exit(0, 2.0, "main")
+    flat = flatten(b.build())
+    with pytest.raises(UserError) as fast:
+        match_regions(flat)
+    monkeypatch.setattr(native, "match_regions", lambda *a, **k: None)
+    with pytest.raises(UserError) as slow:
+        match_regions(flat)
+    assert str(fast.value) == str(slow.value) and "event 2" in str(fast.value)

@@ -178,3 +178,36 @@ int64_t sg_interval_profiles(int64_t nint, const double *t0, const double *t1, c
     }
     return n_out;
 }
+
+/* One location's region nesting (matching._match_rank_numpy's pairs and owners) with a stack:
+ * partner (ENTER <-> its EXIT, else -1), owner (ENTER: itself, EXIT: its ENTER, other events: the
+ * innermost open ENTER, -1 outside all), parent (ENTER: the enclosing open ENTER or -1) and level
+ * (ENTER: its nesting depth, from 1).  Returns the deepest level, or -1 - i when EXIT i closes
+ * nothing. */
+int64_t sg_match_regions(int64_t m, const uint8_t *kind, int64_t enter, int64_t exit_, int64_t *partner,
+                         int64_t *owner, int64_t *parent, int64_t *level, int64_t *stack)
+{
+    int64_t top = 0, deepest = 0;
+    for (int64_t i = 0; i < m; i++) {
+        partner[i] = -1;
+        parent[i] = -1;
+        level[i] = 0;
+        if (kind[i] == enter) {
+            parent[i] = top > 0 ? stack[top - 1] : -1;
+            stack[top++] = i;
+            level[i] = top;
+            if (top > deepest) deepest = top;
+            owner[i] = i;
+        } else if (kind[i] == exit_) {
+            if (top == 0)
+                return -1 - i;
+            int64_t e = stack[--top];
+            partner[i] = e;
+            partner[e] = i;
+            owner[i] = e;
+        } else {
+            owner[i] = top > 0 ? stack[top - 1] : -1;
+        }
+    }
+    return deepest;
+}

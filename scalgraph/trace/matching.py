@@ -20,7 +20,7 @@ import numpy as np
 
 from scalgraph.errors import UserError
 from scalgraph.model import trace as tm
-from scalgraph.trace import heap
+from scalgraph.trace import heap, native
 
 
 class Columns(dict):
@@ -159,7 +159,44 @@ class _CallPathTable:
 
 
 def _match_rank(kind, region, table: _CallPathTable, rank: int):
-    """Nesting of one rank's events (local indices): partner, owner, callpath, cp_after."""
+    """Nesting of one rank's events (local indices): partner, owner, callpath, cp_after.  The pairs
+    and owners come from a stack pass in C where it is built (native.match_regions; the same
+    arrays as _match_rank_numpy's sorts by level), the call paths are interned here either way."""
+    got = native.match_regions(kind, tm.ENTER, tm.EXIT)
+    if got is None:
+        return _match_rank_numpy(kind, region, table, rank)
+    partner, owner, parent, level, deepest = got
+    if deepest < 0:
+        raise UserError(f"rank {rank}: EXIT without a matching ENTER at event {-1 - deepest}; "
+                        f"the trace is corrupt or truncated at the front")
+    enter_idx = np.flatnonzero(kind == tm.ENTER)
+    lv = level[enter_idx]
+    enters = enter_idx[np.argsort(lv.astype(np.int16) if deepest < 32000 else lv, kind="stable")]
+    cp_of_enter = _intern_callpaths(table, region, enters, level[enters], parent, len(kind))
+    callpath = np.where(owner >= 0, cp_of_enter[np.maximum(owner, 0)], -1)
+    cp_after = callpath.copy()
+    ex = np.flatnonzero(kind == tm.EXIT)             # after an EXIT the time is the parent's
+    par_of_exit = parent[partner[ex]]
+    cp_after[ex] = np.where(par_of_exit >= 0, cp_of_enter[np.maximum(par_of_exit, 0)], -1)
+    return partner, owner, callpath, cp_after
+
+
+def _intern_callpaths(table: _CallPathTable, region, enters, enter_level, parent_of, m: int) -> np.ndarray:
+    """[m] call path of each ENTER in `enters` (sorted by level, then position; parent_of[e]: the
+    enclosing ENTER of e, or -1), -1 elsewhere: level by level, so parents get their ids first."""
+    cp_of_enter = np.full(m, -1, np.int64)
+    bounds = np.searchsorted(enter_level, np.arange(int(enter_level.max()) + 2 if len(enters) else 1))
+    for lv_ in range(1, len(bounds) - 1):
+        sel = enters[bounds[lv_]:bounds[lv_ + 1]]
+        par = parent_of[sel]
+        pcp = np.where(par >= 0, cp_of_enter[np.maximum(par, 0)], -1)
+        uniq, inv = np.unique((pcp + 1) * table.nreg + (region[sel] + 1), return_inverse=True)
+        cp_of_enter[sel] = table.lookup(uniq)[inv]
+    return cp_of_enter
+
+
+def _match_rank_numpy(kind, region, table: _CallPathTable, rank: int):
+    """_match_rank without the C pass: pairs and owners from sorts by nesting level."""
     m = len(kind)
     step = _STEP[kind]
     depth = np.cumsum(step, dtype=np.int64)
@@ -191,14 +228,9 @@ def _match_rank(kind, region, table: _CallPathTable, rank: int):
     owner[other] = _last_enter_at_level(keys, enters, depth[other], other, m1)
     parent_enter = _last_enter_at_level(keys, enters, level[enter_idx] - 1, enter_idx, m1)
 
-    cp_of_enter = np.full(m, -1, np.int64)
-    bounds = np.searchsorted(level[enters], np.arange(int(level[enters].max()) + 2 if len(enters) else 1))
-    for lv_ in range(1, len(bounds) - 1):             # parents get their ids one level earlier
-        sel = enters[bounds[lv_]:bounds[lv_ + 1]]
-        par = parent_enter[np.searchsorted(enter_idx, sel)]
-        pcp = np.where(par >= 0, cp_of_enter[np.maximum(par, 0)], -1)
-        uniq, inv = np.unique((pcp + 1) * table.nreg + (region[sel] + 1), return_inverse=True)
-        cp_of_enter[sel] = table.lookup(uniq)[inv]
+    parent_of = np.full(m, -1, np.int64)
+    parent_of[enter_idx] = parent_enter
+    cp_of_enter = _intern_callpaths(table, region, enters, level[enters], parent_of, m)
     callpath = np.where(owner >= 0, cp_of_enter[np.maximum(owner, 0)], -1)
     cp_after = callpath.copy()
     ex = np.flatnonzero(is_exit)                      # after an EXIT the time is the parent's

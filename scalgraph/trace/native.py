@@ -5,7 +5,9 @@ values bit for bit; the numpy versions stay the fallback where no C compiler is 
 - retime_rounds: the re-timing's anchor rounds (retime._rounds_numpy advances every rank by one
   anchor per round, ~8,000 rounds of small array operations at 10^6 events).
 - interval_profiles: the delay costs' processing-time profiles (delay._profiles_numpy expands every
-  gap of every synchronisation interval into arrays, then sums them by key)."""
+  gap of every synchronisation interval into arrays, then sums them by key).
+- match_regions: one location's ENTER/EXIT pairs and owners with a stack (matching._match_rank_numpy
+  sorts the events by nesting level and searches them)."""
 from __future__ import annotations
 
 import ctypes
@@ -65,6 +67,9 @@ def library():
         lib.sg_interval_profiles.argtypes = ([ctypes.c_int64] + [ctypes.c_void_p] * 6 + [ctypes.c_int64]
                                              + [ctypes.c_void_p] * 3 + [ctypes.c_int64] + [ctypes.c_void_p] * 6)
         lib.sg_interval_profiles.restype = ctypes.c_int64
+        lib.sg_match_regions.argtypes = [ctypes.c_int64, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64] + \
+            [ctypes.c_void_p] * 5
+        lib.sg_match_regions.restype = ctypes.c_int64
         _lib = lib
     return _lib
 
@@ -116,3 +121,17 @@ def interval_profiles(t, offsets, cp_after, ncp, rank, t0, t1, wi, wc, wa):
                                  acc.ctypes.data, stamp.ctypes.data, touched.ctypes.data, ids.ctypes.data,
                                  cps.ctypes.data, vals.ctypes.data)
     return ids[:k].copy(), cps[:k].copy(), vals[:k].copy()
+
+
+def match_regions(kind, enter: int, exit_: int):
+    """(partner, owner, parent, level, deepest level or -1 - the first EXIT closing nothing) of one
+    location's events (kernels.c, sg_match_regions), or None without the kernel."""
+    lib = library()
+    if lib is None:
+        return None
+    kind = np.ascontiguousarray(kind, np.uint8)
+    m = len(kind)
+    partner, owner, parent, level, stack = (np.empty(m, np.int64) for _ in range(5))
+    deepest = lib.sg_match_regions(m, kind.ctypes.data, enter, exit_, partner.ctypes.data, owner.ctypes.data,
+                                   parent.ctypes.data, level.ctypes.data, stack.ctypes.data)
+    return partner, owner, parent, level, int(deepest)
