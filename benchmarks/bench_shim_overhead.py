@@ -4,8 +4,15 @@ same flags, no probes, no shim).  Both run in the same session, interleaved (pla
 plain, ...), and the median of the per-pair ratios is printed; then the bytes of each rank file for
 the default iterations and for ten times as many (they must not grow).
 
+Each sample runs --scale times its default iterations (default 4: a few seconds instead of 0.7-1.6 s),
+so that the launcher's start-up jitter (tens of ms between two identical runs) does not swamp a 2 %
+difference; the shim's own fixed costs (start-up, writing the profile: about 1 ms of CPU per rank)
+are still in every run.  The load average is printed before and after: other jobs on the cores
+stretch both builds, and the ratios get noisier, not smaller.
+
     .venv/bin/python benchmarks/bench_shim_overhead.py                 # cg zeusmp masterworker, 4 and 8 ranks
     .venv/bin/python benchmarks/bench_shim_overhead.py --samples cg --ranks 4 --reps 3
+    .venv/bin/python benchmarks/bench_shim_overhead.py --samples cg hybrid_master hybrid_imbalance --ranks 2 4
     .venv/bin/python benchmarks/bench_shim_overhead.py --hz 10000 --sampler itimer
     .venv/bin/python benchmarks/bench_shim_overhead.py --only-calls       # ns added per probe / MPI call
 """
@@ -114,12 +121,16 @@ def main() -> int:
     ap.add_argument("--samples", nargs="+", default=list(SAMPLES), choices=list(SAMPLES))
     ap.add_argument("--ranks", nargs="+", type=int, default=[4, 8])
     ap.add_argument("--reps", type=int, default=5, help="interleaved pairs per sample and scale")
+    ap.add_argument("--scale", type=int, default=4,
+                    help="run each sample with this many times its default iterations (default %(default)s)")
     ap.add_argument("--only-calls", action="store_true", help="only the per-call costs")
     ap.add_argument("--hz", type=float, default=1000.0, help="sampling rate (default %(default)g)")
     ap.add_argument("--sampler", choices=["task-clock", "itimer"], default="task-clock")
     args = ap.parse_args()
     if not 0 <= args.hz <= 10000:
         ap.error("--hz must be from 0 to 10000")
+    if args.scale < 1:
+        ap.error("--scale must be at least 1")
     SAMPLING.update(SCALGRAPH_HZ=f"{args.hz:g}", SCALGRAPH_SAMPLER=args.sampler)
     if args.only_calls:
         with tempfile.TemporaryDirectory(prefix="sg-bench-") as tmpname:
@@ -127,19 +138,23 @@ def main() -> int:
         return 0
     with tempfile.TemporaryDirectory(prefix="sg-bench-") as tmpname:
         tmp = pathlib.Path(tmpname)
-        print(f"sampling: {args.sampler} at {args.hz:g} Hz")
-        print(f"{'sample':<17}{'ranks':>6}{'plain s':>9}{'shim s':>9}{'ratio':>8}{'cpu ratio':>11}   "
+        print(f"sampling: {args.sampler} at {args.hz:g} Hz; each sample at {args.scale}x its default iterations; "
+              f"load average at the start: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
+        print(f"{'sample':<17}{'ranks':>6}{'iters':>7}{'plain s':>9}{'shim s':>9}{'ratio':>8}{'cpu ratio':>11}   "
               f"(medians of {args.reps} interleaved pairs; ratios = medians of per-pair ratios)")
         all_ratios, all_cpu = [], []
         by_kind: dict[tuple[str, int], list[tuple[float, float]]] = {}
         built = {s: build(s, tmp) for s in args.samples}
+        default_iters = {s: iterations_of(inst, min(args.ranks), tmp) for s, (inst, _) in built.items()}
         for sample, (inst, plain) in built.items():
+            n = default_iters[sample]
+            run_args = [str(args.scale * n)] if n else []   # no count printed: the default workload
             for p in args.ranks:
-                wall(plain, p, tmp / "warm")   # page cache, shim build, first-run effects
+                wall(plain, p, tmp / "warm", run_args)   # page cache, first-run effects
                 pairs, cpu_plain, cpu_inst = [], [], []
                 for rep in range(args.reps):
-                    a = wall(plain, p, tmp / "x", cpu=cpu_plain)
-                    b = wall(inst, p, tmp / f"o-{sample}-{p}", cpu=cpu_inst)
+                    a = wall(plain, p, tmp / "x", run_args, cpu=cpu_plain)
+                    b = wall(inst, p, tmp / f"o-{sample}-{p}", run_args, cpu=cpu_inst)
                     pairs.append((a, b))
                 ratio = statistics.median(b / a for a, b in pairs)
                 cpu_ratio = statistics.median(b / a for a, b in zip(cpu_plain, cpu_inst))
@@ -147,7 +162,7 @@ def main() -> int:
                 all_cpu.append(cpu_ratio)
                 by_kind.setdefault(("MPI + OpenMP" if sample.startswith("hybrid") else "MPI only", p), []).append(
                     (ratio, cpu_ratio))
-                print(f"{sample:<17}{p:>6}{statistics.median(a for a, _ in pairs):>9.3f}"
+                print(f"{sample:<17}{p:>6}{args.scale * n if n else '-':>7}{statistics.median(a for a, _ in pairs):>9.3f}"
                       f"{statistics.median(b for _, b in pairs):>9.3f}{ratio:>8.3f}{cpu_ratio:>11.3f}")
         print(f"overall median ratio: wall {statistics.median(all_ratios):.3f}, cpu {statistics.median(all_cpu):.3f}"
               f"  (load average at the end: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores)")
@@ -162,7 +177,7 @@ def main() -> int:
         print(f"\n{'sample':<17}{'ranks':>6}{'iters':>7}{'bytes/rank':>12}{'10x iters':>10}{'bytes/rank':>12}")
         for sample, (inst, _) in built.items():
             p = min(args.ranks)
-            n = iterations_of(inst, p, tmp)
+            n = default_iters[sample]
             if n is None:
                 print(f"{sample:<17}{p:>6}   (no iteration count printed; skipped)")
                 continue

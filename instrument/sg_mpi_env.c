@@ -146,9 +146,10 @@ int MPI_Init_thread(int *argc, char ***argv, int required, int *provided) {
     SG_END(SG_NOT_WAITING)
 }
 
-/* The shim's part of MPI_Finalize. The file is written first, so a rank whose partners hang or die
- * (the final ping-pong then never returns) still leaves its profile; it is rewritten with the final
- * clock offset once that is measured. */
+/* The shim's part of MPI_Finalize. With a final clock ping-pong to do, the file is written first, so
+ * a rank whose partners hang or die (the ping-pong then never returns) still leaves its profile; it is
+ * rewritten with the final clock offset once that is measured.  Without one (one host, one rank)
+ * nothing can hang in between and the file is written once. */
 void sg_mpi_before_finalize(uint32_t vertex) {
     struct sg_thread *t = sg_thread_self();
     uint64_t t0, c0 = sg_mpi_enter(t, &t0);
@@ -160,7 +161,8 @@ void sg_mpi_before_finalize(uint32_t vertex) {
     sg_run.end_time = sg_wall_seconds();
     sg_run.clock_offset_final = sg_run.clock_rtt_final = __builtin_nan("");
     sg_mpi_leave(t, vertex, t0, 0, c0, SG_NOT_WAITING);   /* the call, and the computation before it */
-    sg_write_profile(NULL, SG_FLAG_FINALIZED);
+    if (sync_comm_ != MPI_COMM_NULL)
+        sg_write_profile(NULL, SG_FLAG_FINALIZED);
     clock_sync(&sg_run.clock_offset_final, &sg_run.clock_rtt_final);
     if (sync_comm_ != MPI_COMM_NULL)
         PMPI_Comm_free(&sync_comm_);

@@ -193,6 +193,8 @@ struct dep_slot {
 };
 static struct dep_slot deps_[SG_DEP_SLOTS];
 static uint32_t ndeps_;
+static uint16_t dep_order_[SG_DEP_SLOTS];   /* the used slots in insertion order: the file's writer visits
+                                               these, not the whole (mostly untouched, ~900 KB) table */
 static char dep_lock_;
 
 static inline void lock(char *l) {
@@ -216,9 +218,10 @@ void sg_record_dep(uint32_t vertex, int32_t kind, int32_t peer, int32_t tag, int
             if (ndeps_ >= SG_DEP_SLOTS * 3 / 4)
                 break;   /* keep probes short: a full table drops new tuples */
             s->used = 1;
-            ndeps_++;
             s->rec = (struct sg_dep_record){.rank = sg_run.rank, .vertex = (int32_t)vertex,
                                             .kind = kind, .peer = peer, .tag = tag, .comm = comm};
+            dep_order_[ndeps_] = (uint16_t)(s - deps_);
+            __atomic_store_n(&ndeps_, ndeps_ + 1, __ATOMIC_RELEASE);
         }
         struct sg_dep_record *r = &s->rec;
         if (r->vertex == (int32_t)vertex && r->kind == kind && r->peer == peer && r->tag == tag &&
@@ -237,13 +240,13 @@ void sg_record_dep(uint32_t vertex, int32_t kind, int32_t peer, int32_t tag, int
 uint32_t sg_dep_count(void) { return ndeps_; }
 
 uint32_t sg_dep_snapshot(struct sg_dep_record *out, uint32_t max) {
-    uint32_t n = 0;
-    for (uint32_t i = 0; i < SG_DEP_SLOTS && n < max; i++)
-        if (deps_[i].used) {
-            out[n] = deps_[i].rec;
-            out[n].rank = sg_run.rank;   /* rows recorded before MPI_Init knew the rank */
-            n++;
-        }
+    uint32_t n = __atomic_load_n(&ndeps_, __ATOMIC_ACQUIRE);
+    if (n > max)
+        n = max;
+    for (uint32_t i = 0; i < n; i++) {
+        out[i] = deps_[dep_order_[i]].rec;
+        out[i].rank = sg_run.rank;   /* rows recorded before MPI_Init knew the rank */
+    }
     return n;
 }
 
