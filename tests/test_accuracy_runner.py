@@ -347,3 +347,13 @@ iterations = 30000000
         ["balanced", "profile", "1/1", "1/1", f"{passed}/1"]]
     assert (fetched / "balanced.c").read_text() == original and sorted(p.name for p in fetched.iterdir()) == ["balanced.c"]
     assert not pathlib.Path(result["scratch"]).exists()                              # no --keep: removed
+
+
+def test_a_plant_can_be_moved_to_another_rank_and_resized(tmp_path):
+    prog = ra.load_manifest(RUNNER.parent / "programs.toml")[0]
+    moved = ra.varied_plant(prog, 0, 0.5)
+    assert moved.plant.rank == 0 and moved.plant.iterations == round(prog.plant.iterations * 0.5)
+    assert moved.plant.file == prog.plant.file and moved.name == prog.name
+    assert ra.varied_plant(prog, None, 1.0) == prog
+    with pytest.raises(ra.UserError):
+        ra.varied_plant(prog, -1, 1.0)

@@ -630,6 +630,18 @@ def select(programs: list[Program], wanted: str | None) -> list[Program]:
     return [known[n] for n in names]
 
 
+def varied_plant(prog: Program, rank: int | None, size: float) -> Program:
+    """The program with its plant moved to `rank` and its iterations scaled by `size` (the manifest's
+    plant is one choice among many: a detector must not depend on rank 1 or on the plant's size)."""
+    if size <= 0 or (rank is not None and rank < 0):
+        raise UserError("--plant-size must be positive and --plant-rank at least 0")
+    if prog.plant is None:
+        return prog
+    plant = dataclasses.replace(prog.plant, rank=prog.plant.rank if rank is None else rank,
+                                iterations=max(1, round(prog.plant.iterations * size)))
+    return dataclasses.replace(prog, plant=plant)
+
+
 def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description="Run scalgraph on real MPI programs with a planted delay and report "
                                  "how often the planted loop is the top-1 / top-3 root cause, plus un-planted controls.")
@@ -645,6 +657,10 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--scales", default="2,4,8", metavar="P,P", help="process counts (default %(default)s; one scale, e.g. 4, checks what a single traced run finds)")
     ap.add_argument("--timeout", type=float, default=None, metavar="S",
                     help=f"seconds per scalgraph run per scale (default: the manifest's, else {DEFAULT_TIMEOUT:g})")
+    ap.add_argument("--plant-rank", type=int, default=None, metavar="R",
+                    help="plant on rank R instead of the manifest's (checks that the rank is not what is found)")
+    ap.add_argument("--plant-size", type=float, default=1.0, metavar="F",
+                    help="F x the manifest's planted iterations (default 1; e.g. 0.5 for a plant half as large)")
     ap.add_argument("--keep", action="store_true", help="keep the scratch directories (printed) for inspection")
     ap.add_argument("--json-out", metavar="FILE", help="write every result as JSON to FILE")
     return ap
@@ -664,7 +680,8 @@ def main(argv: list[str] | None = None) -> int:
             raise UserError(f"--sources {sources}: no such directory")
         if args.json_out and not pathlib.Path(args.json_out).resolve().parent.is_dir():
             raise UserError(f"--json-out {args.json_out}: its directory does not exist")
-        programs = select(load_manifest(pathlib.Path(args.manifest)), args.programs)
+        programs = [varied_plant(p, args.plant_rank, args.plant_size)
+                    for p in select(load_manifest(pathlib.Path(args.manifest)), args.programs)]
         setup = Setup(Tools.find(), parse_scales(args.scales), args.timeout)
     except UserError as e:
         print(f"run_accuracy: {e}", file=sys.stderr)
