@@ -15,7 +15,9 @@ The "block" rows read one quarter of the ranks, as one of 4 parallel-replay proc
 --analyse also runs the whole analysis, `scalgraph trace traces.otf2` (text; with --json too when
 --json-output is given), in a fresh process each: wall and CPU seconds from the start of the
 command (imports done) to its end, events/s of both, and the peak resident memory over the
-interpreter's (imports done, no trace), per event.  Then one more process times each phase in CPU
+interpreter's (imports done, no trace), per event: the child's own high-water mark (VmHWM; until
+2026-11-26 ru_maxrss, which carried the benchmark's own ~233 MB over the fork and made every tree
+read 178 bytes per event).  Then one more process times each phase in CPU
 seconds (read, validation, clock correction, replay, delay costs, critical path, report, what-if,
 text of the complete report as the command prints it, JSON with --json-output), which says where
 the time goes.
@@ -75,7 +77,7 @@ print(json.dumps({"seconds": seconds, "events": events, "rss_growth": peak[0] - 
 
 
 ANALYSE = r"""
-import contextlib, json, os, resource, sys, time
+import contextlib, json, os, sys, time
 from scalgraph import cli
 from scalgraph.commands import trace as _cmd                              # noqa: F401
 from scalgraph.trace import clock, critical_path, delay, forward, report, retime, validate  # noqa: F401
@@ -90,7 +92,10 @@ w, c = time.perf_counter(), time.process_time()
 with open(os.devnull, "w") as sink, contextlib.redirect_stdout(sink):
     rc = cli.main(["trace", path] + extra)
 wall, cpu = time.perf_counter() - w, time.process_time() - c
-peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+# this process's own peak (VmHWM: the high-water mark of its memory map, new at exec); ru_maxrss
+# would carry the parent's resident size over the fork (the benchmark holds the trace it wrote)
+with open("/proc/self/status") as f:
+    peak = next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmHWM:"))
 print(json.dumps({"rc": rc, "wall": wall, "cpu": cpu, "base": base, "peak": peak}))
 """
 
@@ -130,7 +135,10 @@ if correct_flat is None:
     tr2, rep = phase("clock correction", lambda: correct_clocks(tr, ClockParams()))
     ctx = phase("replay context", lambda: forward.build_context(tr2))
 else:
-    flat = phase("flatten", lambda: flatten(tr))
+    try:                                 # each location's events dropped once copied, as the command does
+        flat = phase("flatten", lambda: flatten(tr, release=True))
+    except TypeError:                    # a revision before it
+        flat = phase("flatten", lambda: flatten(tr))
     tr.events = [e[:0].copy() for e in tr.events]
     rep = phase("clock correction", lambda: correct_flat(tr, flat, ClockParams()))
     ctx = phase("replay context", lambda: forward.build_context(tr, flat=flat))
@@ -138,11 +146,13 @@ else:
 fwd = phase("forward replay", lambda: forward.forward_replay(ctx))
 dl = phase("delay costs", lambda: delay.delay_analysis(fwd, delay.DelayOptions()))
 cp = phase("critical path", lambda: critical_path.critical_path(fwd))
+json_too = sys.argv[2:] == ["json"]      # the complete report (--json) or the one the text prints, as the command
 res = phase("report", lambda: report.build_report(fwd, dl, cp, top=10, clock=rep.summary(),
-                                                  clock_correction=rep.as_dict()))
+                                                  clock_correction=rep.as_dict(), complete=json_too))
+del dl                                   # the command holds only what the what-if reads
 phase("what-if", lambda: retime.add_whatif(res["root_causes"], fwd, None))
-phase("text", lambda: report.write_text(res, io.StringIO()))     # the complete report, as the command prints it
-if sys.argv[2:] == ["json"]:
+phase("text", lambda: report.write_text(res if json_too else report.limited(res, 10), io.StringIO(), top=10))
+if json_too:
     phase("json", lambda: report.write_json(res, io.StringIO()))
 print(json.dumps(rows))
 """

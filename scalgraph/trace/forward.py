@@ -115,6 +115,9 @@ class ForwardResult:
 # event fields only the matching reads (request ids; a collective's byte counts travel in its
 # CommInstances): the context's flat columns drop them once matched, 24 of 49 bytes per event
 MATCHING_ONLY = ("request", "bytes", "bytes_recv")
+# read after the matching only by the one-sided analysis (rma_epochs: windows, lock ids): dropped
+# from traces without one-sided events, 8 more bytes per event
+ONE_SIDED_ONLY = ("tag", "comm")
 
 
 @returns_freed_memory
@@ -139,7 +142,9 @@ def build_context(trace: tm.Trace, allow_unmatched: bool = False, flat: matching
                         f"partner (first: a {side} on rank {r} at t={flat.ev['time'][g]:.9g}, tag "
                         f"{int(flat.ev['tag'][g])}); the trace is incomplete or a rank's file is missing")
     colls = matching.match_collectives(flat, nest, trace.comms)
-    for name in MATCHING_ONLY:
+    kind = flat.ev["kind"]
+    one_sided = bool(((kind >= tm.RMA_PUT) & (kind <= tm.RMA_SYNC)).any())
+    for name in MATCHING_ONLY + (() if one_sided else ONE_SIDED_ONLY):
         del flat.ev[name]
     t = flat.ev["time"].astype(np.float64, copy=False)
     exit_time = ExitTimes(t, nest.partner, flat)

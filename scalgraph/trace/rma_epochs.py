@@ -100,7 +100,8 @@ def _build(ctx) -> RmaTables:
     code_of_region = np.array([CALL_OF_NAME.get(x, OTHER) for x in names] + [OTHER], np.int64)
     code = code_of_region[ev["region"][owner]]
     wins = sorted(ctx.trace.windows)
-    win_ids = ev["comm"][rma_evt].astype(np.int64)
+    # (a trace without one-sided events has no window column left: forward.ONE_SIDED_ONLY)
+    win_ids = ev["comm"][rma_evt].astype(np.int64) if len(rma_evt) else np.zeros(0, np.int64)
     unknown = np.setdiff1d(win_ids, np.asarray(wins, np.int64))
     if len(unknown):
         raise UserError(f"RMA events use window {int(unknown[0])}, which the trace does not define; "

@@ -36,6 +36,8 @@ def check_trace(trace: Trace, where: str = "trace") -> None:
 
 # the fields the checks across ranks read, kept as columns by check_ranks (13 of 49 bytes per event)
 _ACROSS = ("kind", "peer", "tag", "comm")
+# the fields any check reads (no check reads the byte counts): copied as columns per rank
+_CHECKED = ("time", "kind", "region", "peer", "tag", "comm", "request")
 
 
 def check_ranks(trace: Trace, ranks, where: str = "trace", columns: list | None = None) -> None:
@@ -53,7 +55,7 @@ def check_ranks(trace: Trace, ranks, where: str = "trace", columns: list | None 
             raise UserError(f"{at}: events are not in scalgraph's event layout")
         # each field once as a contiguous column: the checks read kind, region, peer... several
         # times, and a field of the packed records is a strided view touching every record
-        ev = {name: np.ascontiguousarray(ev[name]) for name in EVENT_DTYPE.names}
+        ev = {name: np.ascontiguousarray(ev[name]) for name in _CHECKED}
         _check_times(ev, at)
         _check_kinds_and_regions(ev, nregions, at)
         _check_nesting(ev, at)
