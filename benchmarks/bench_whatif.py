@@ -118,13 +118,21 @@ def on_planted(cause: dict, rc: dict) -> bool:
             and rc["lines"][0] <= int(line) <= rc["lines"][-1])
 
 
+def failed(what: str, exp: pathlib.Path, res: subprocess.CompletedProcess) -> None:
+    """An analysis that gave no JSON is no prediction (not a prediction of no gain): say why."""
+    last = (res.stderr.strip().splitlines() or ["no output"])[-1]
+    print(f"  scalgraph {what} failed on {exp}: {last}", file=sys.stderr, flush=True)
+
+
 def predicted_profile(exp: pathlib.Path, rc: dict | None) -> dict[int, float] | None:
-    """The gain detect predicts per scale for the cause on the planted lines; for the control (rc
-    None) the largest gain of any cause it reports, 0 when it reports none."""
+    """The gain detect predicts per scale for the cause on the planted lines ({} when it names no cause
+    there); for the control (rc None) the largest gain of any cause it reports, 0 when it reports
+    none.  None: the analysis failed."""
     res = scalgraph("detect", "--json", str(exp), cwd=exp.parent)
     try:                        # a sample run at one scale (rma) exits non-zero after its JSON
         out = json.loads(res.stdout)
     except ValueError:
+        failed("detect", exp, res)
         return None
     causes = out.get("root_causes", [])
     if rc is None:
@@ -133,15 +141,17 @@ def predicted_profile(exp: pathlib.Path, rc: dict | None) -> dict[int, float] | 
     for c in causes:
         if on_planted(c, rc) and c.get("whatif"):
             return {int(p): g for p, g in c["whatif"]["gain"].items()}
-    return None
+    return {}
 
 
 def predicted_trace(exp: pathlib.Path, rc: dict | None) -> dict[int, float] | None:
     """Trace mode: `scalgraph trace --json EXP` diagnoses the largest traced scale and re-times every
     traced scale with the cause on the planted lines fixed (whatif.by_scale); the control: the
-    largest gain of any verdict cause, 0 when there is none."""
+    largest gain of any verdict cause, 0 when there is none.  {}: no cause on the planted lines;
+    None: the analysis failed."""
     res = scalgraph("trace", "--json", str(exp), cwd=exp.parent)
     if res.returncode != 0:
+        failed("trace", exp, res)
         return None
     causes = [c for c in json.loads(res.stdout).get("root_causes", []) if c.get("whatif")]
     if rc is None:
@@ -151,7 +161,7 @@ def predicted_trace(exp: pathlib.Path, rc: dict | None) -> dict[int, float] | No
     for c in causes:
         if on_planted(c, rc):
             return {int(p): float(v["gain"]) for p, v in c["whatif"].get("by_scale", {}).items()}
-    return None
+    return {}
 
 
 def tolerance(meas: float, run_time: float) -> float:
@@ -167,13 +177,15 @@ def verdict(pred: float | None, meas: float, run_time: float) -> str:
 
 
 def paired_row(broken: dict[int, float], fixed: dict[int, float], preds: dict[int, float | None],
-               broken_inner: dict[int, float] | None = None, fixed_inner: dict[int, float] | None = None) -> dict:
+               broken_inner: dict[int, float] | None = None, fixed_inner: dict[int, float] | None = None,
+               failed_reps: frozenset[int] = frozenset()) -> dict:
     """One sample, mode and scale, per repetition k: the broken and fixed wall times, the broken run's
     prediction (None: no cause on the planted lines, i.e. no gain predicted) and, traced, the times
-    after the launch.  Only repetitions with both runs form pairs.  The error is the median over the
-    pairs of each broken run's prediction minus its own pair's measured gain; `verdict` judges it
-    against the tolerance of the median measured gain and the median broken run time."""
-    ks = [k for k in sorted(broken) if k in fixed]
+    after the launch.  Repetitions with both runs form pairs, but not those whose analysis failed
+    (`failed_reps`: no prediction at all; counted apart).  The error is the median over the pairs of
+    each broken run's prediction minus its own pair's measured gain; `verdict` judges it against the
+    tolerance of the median measured gain and the median broken run time."""
+    ks = [k for k in sorted(broken) if k in fixed and k not in failed_reps]
     gains = [broken[k] - fixed[k] for k in ks]
     guess = [preds.get(k) or 0.0 for k in ks]
     run_time = statistics.median(broken.values())
@@ -185,7 +197,7 @@ def paired_row(broken: dict[int, float], fixed: dict[int, float], preds: dict[in
            "verdict": "no pairs" if err is None else
            ("ok" if abs(err) <= tolerance(meas, run_time) else "off"),
            "pairs_within": sum(abs(g - m) <= tolerance(m, broken[k]) for k, g, m in zip(ks, guess, gains)),
-           "pairs": len(ks)}
+           "pairs": len(ks), "failed_analyses": sum(k in failed_reps for k in broken)}
     row["verdict_of_medians"] = verdict(row["predicted_gain"], meas, run_time) if ks else None
     inner = [k for k in ks if k in (broken_inner or {}) and k in (fixed_inner or {})]
     if inner:
@@ -225,6 +237,7 @@ def main(argv: list[str] | None = None) -> int:
                 walls: dict[bool, dict[int, dict[int, float]]] = {False: {}, True: {}}
                 inside: dict[bool, dict[int, dict[int, float]]] = {False: {}, True: {}}
                 preds: dict[int, dict[int, float | None]] = {}    # scale -> repetition -> gain
+                failed_reps: set[int] = set()                       # repetitions whose analysis failed
                 variants = (False, True) if rc else (False,)
                 for k in range(args.repeat):
                     exps = {fixed: work / f"{mode}-{'fixed' if fixed else 'broken'}-{k}" for fixed in variants}
@@ -239,22 +252,26 @@ def main(argv: list[str] | None = None) -> int:
                             inner = program_time(exps[fixed], p) if trace and w is not None else None
                             if inner is not None:
                                 inside[fixed].setdefault(p, {})[k] = inner
-                    said = (predicted_trace if trace else predicted_profile)(exps[False], rc) or {}
+                    said = (predicted_trace if trace else predicted_profile)(exps[False], rc)
+                    if said is None:
+                        failed_reps.add(k)
                     for p in walls[False]:
                         if k in walls[False][p]:
-                            preds.setdefault(p, {})[k] = said.get(p)
+                            preds.setdefault(p, {})[k] = (said or {}).get(p)
 
                 for p in sorted(walls[False]):
                     if rc:
                         row = paired_row(walls[False][p], walls[True].get(p, {}), preds.get(p, {}),
-                                         inside[False].get(p), inside[True].get(p))
+                                         inside[False].get(p), inside[True].get(p), frozenset(failed_reps))
                     else:   # the control: no fixed run; good when no cause (no gain) is reported
-                        guess = [preds.get(p, {}).get(k) or 0.0 for k in sorted(walls[False][p])]
+                        guess = [preds.get(p, {}).get(k) or 0.0 for k in sorted(walls[False][p])
+                                 if k not in failed_reps]
                         run_time = statistics.median(walls[False][p].values())
+                        pg = statistics.median(guess) if guess else None
                         row = {"run_time": run_time, "measured_gain": 0.0, "predictions": guess,
-                               "predicted_gain": statistics.median(guess),
-                               "verdict": verdict(statistics.median(guess), 0.0, run_time),
-                               "pairs_within": sum(g == 0.0 for g in guess), "pairs": len(guess)}
+                               "predicted_gain": pg, "verdict": verdict(pg, 0.0, run_time),
+                               "pairs_within": sum(g == 0.0 for g in guess), "pairs": len(guess),
+                               "failed_analyses": sum(k in failed_reps for k in walls[False][p])}
                     row = {"sample": name, "mode": mode, "p": p, "repetitions": len(walls[False][p]), **row}
                     if rc and walls[True].get(p):
                         # kept for comparison: the two variants' medians (each from other pairs' loads)
@@ -287,6 +304,9 @@ def main(argv: list[str] | None = None) -> int:
         missing = sum(r.get("missing_predictions", 0) for r in mine)
         if missing:
             line += f"; {missing} broken runs named no cause on the planted lines (counted as no gain)"
+        broke = sum(r.get("failed_analyses", 0) for r in mine)
+        if broke:
+            line += f"; {broke} analyses failed (no prediction, left out of the pairs)"
         print(line)
     if args.json_out:
         pathlib.Path(args.json_out).write_text(json.dumps(rows, indent=1))

@@ -44,3 +44,13 @@ def test_a_run_without_its_partner_forms_no_pair_and_a_biased_prediction_is_off(
     assert row["measured_after_launch"] == pytest.approx(1.35)
     assert row["paired_error_after_launch"] == pytest.approx(0.15)
     assert row["verdict_after_launch"] == "ok"
+
+
+def test_a_failed_analysis_is_no_prediction_and_forms_no_pair():
+    # repetition 1's analysis failed (no JSON): not a prediction of no gain; the other two pairs count
+    row = bw.paired_row({0: 3.0, 1: 5.0, 2: 4.0}, {0: 2.0, 1: 2.0, 2: 2.5}, {0: 1.1, 1: None, 2: 1.4},
+                        failed_reps=frozenset({1}))
+    assert (row["pairs"], row["failed_analyses"], row["missing_predictions"]) == (2, 1, 0)
+    assert row["measured_per_repetition"] == pytest.approx([1.0, 1.5])
+    assert row["paired_error"] == pytest.approx(0.0)     # +0.1 and -0.1
+    assert row["run_time"] == pytest.approx(4.0)          # every broken run's wall time still counts
