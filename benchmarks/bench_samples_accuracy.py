@@ -85,18 +85,20 @@ def verdict(causes: list[dict], rc: dict | None) -> tuple[bool, str]:
     return hit, where
 
 
-def one_repetition(name: str, exe: pathlib.Path, work: pathlib.Path, modes: list[str]) -> dict[str, tuple[bool, str]]:
+def one_repetition(name: str, exe: pathlib.Path, work: pathlib.Path, modes: list[str],
+                   run_repeat: int = 1) -> dict[str, tuple[bool, str]]:
     want, env = expected(name), run_env(name)
     scales = ",".join(map(str, want["scales"]))
+    repeat = ["--repeat", str(run_repeat)] if run_repeat > 1 else []
     out: dict[str, tuple[bool, str]] = {}
     if "profile" in modes:
         exp = work / "exp-profile"
-        res = scalgraph(["run", "-n", scales, "-o", str(exp), "--", str(exe)], work, env)
+        res = scalgraph(["run", *repeat, "-n", scales, "-o", str(exp), "--", str(exe)], work, env)
         out["profile"] = (False, f"run failed: {res.stderr.strip()[-200:]}") if res.returncode else detect(exp, work, want)
     traced = [m for m in modes if m != "profile"]
     if traced:
         exp = work / "exp-trace"
-        res = scalgraph(["run", "--trace", "-n", scales, "-o", str(exp), "--", str(exe)], work, env)
+        res = scalgraph(["run", "--trace", *repeat, "-n", scales, "-o", str(exp), "--", str(exe)], work, env)
         for m in traced:
             if res.returncode:
                 out[m] = (False, f"run failed: {res.stderr.strip()[-200:]}")
@@ -125,7 +127,9 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--samples", help="comma-separated sample names (default: every sample with 2+ scales)")
     ap.add_argument("--modes", default=",".join(MODES), help="comma-separated of " + ", ".join(MODES))
-    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--repeat", type=int, default=3, help="experiments per sample and mode (default 3)")
+    ap.add_argument("--run-repeat", type=int, default=1, metavar="K",
+                    help="`scalgraph run --repeat K` in each experiment (detect takes the median of the K runs)")
     ap.add_argument("--json-out", help="write every repetition's result to this file")
     ap.add_argument("--keep", metavar="DIR", help="build and run in DIR (new or empty) and keep it, to look at a wrong answer")
     args = ap.parse_args(argv)
@@ -147,7 +151,7 @@ def main(argv: list[str] | None = None) -> int:
             for k in range(args.repeat):
                 work = pathlib.Path(tmp) / f"{name}-{k}"
                 work.mkdir()
-                for m, (ok, what) in one_repetition(name, exe, work, modes).items():
+                for m, (ok, what) in one_repetition(name, exe, work, modes, args.run_repeat).items():
                     results[name][m].append([ok, what])
                     print(f"{name} rep {k + 1} {m}: {'ok' if ok else 'WRONG'} ({what})", flush=True)
     load = os.getloadavg()[0]
