@@ -50,6 +50,8 @@ def read_trace(path: str | os.PathLike, validate: bool = True, ranks=None) -> Tr
     if validate and wanted is None:
         from scalgraph.trace.validate import check_trace
         check_trace(trace, where=str(p))
+    from scalgraph.trace.heap import trim
+    trim()                      # the reader's and the checks' temporaries: freed, handed back
     return trace
 
 

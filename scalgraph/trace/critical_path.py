@@ -113,19 +113,22 @@ def walk(fwd: ForwardResult):
     first = np.array([ctx.time[off[r]] if off[r + 1] > off[r] else 0.0 for r in range(ctx.nranks)])
     rank, t = _end_point(fwd)
     seg_rank, seg_start, seg_end = [], [], []
-    used = np.zeros(len(waits), bool)
+    used = bytearray(len(waits))
+    causer = waits["cp_causer"].tolist()               # plain lists in the loop: one step per segment
+    per_rank = [(ends, ends.tolist(), idx.tolist()) for ends, idx in per_rank]
+    first = first.tolist()
     for _ in range(len(waits) + 1):
-        ends, idx = per_rank[rank]
-        j = int(np.searchsorted(ends, t, side="right")) - 1
+        ends, ends_list, idx = per_rank[rank]
+        j = int(ends.searchsorted(t, side="right")) - 1
         while j >= 0 and used[idx[j]]:             # a wait already passed (degenerate equal times)
             j -= 1
         if j < 0:
             seg_rank.append(rank), seg_start.append(min(first[rank], t)), seg_end.append(t)
             break
         w = idx[j]
-        used[w] = True
-        seg_rank.append(rank), seg_start.append(float(ends[j])), seg_end.append(t)
-        rank, t = int(waits["cp_causer"][w]), float(ends[j])
+        used[w] = 1
+        seg_rank.append(rank), seg_start.append(ends_list[j]), seg_end.append(t)
+        rank, t = causer[w], ends_list[j]
     return np.array(seg_rank, np.int64), np.array(seg_start), np.array(seg_end)
 
 

@@ -156,11 +156,21 @@ def exclusive_pieces(ctx: ReplayContext, rank, t0, t1):
     return ids, ctx.cp_after_ext_at(g), vals
 
 
+def _two_key_order(minor: np.ndarray, major) -> np.ndarray:
+    """np.lexsort((minor, major)) as lexsort does it, a stable sort by minor then a stable sort by
+    major, the second one a radix sort when major's small non-negative ids fit int16."""
+    by_minor = np.argsort(minor, kind="stable")
+    m = np.asarray(major)[by_minor]
+    if len(m) and 0 <= m.min() and m.max() < 32000:
+        m = m.astype(np.int16)
+    return by_minor[np.argsort(m, kind="stable")]
+
+
 def wait_index(ctx: ReplayContext, waits: np.ndarray):
     """Waits sorted by (rank, start), with per-rank bounds and running maxima of their ends."""
     start = ctx.time[waits["op"]]
     end = start + waits["wait"]
-    order = np.lexsort((start, waits["rank"]))
+    order = _two_key_order(start, waits["rank"])
     wr, ws, we = waits["rank"][order], start[order], end[order]
     bounds = np.searchsorted(wr, np.arange(ctx.nranks + 1))
     cum_end = we.copy()
@@ -314,7 +324,7 @@ def interval_starts(ctx: ReplayContext, waits: np.ndarray, q_rank, q_key, q_time
     tt = np.concatenate((q_time, p_time))
     # queries come first in the input, so the stable sort puts them first at equal times:
     # "previous" means strictly earlier
-    order = np.lexsort((tt, g))
+    order = _two_key_order(tt, g)
     del tt, p_rank, p_key, p_op, p_time
     is_p = order >= nq
     last = np.where(is_p, np.arange(len(order)), -1)

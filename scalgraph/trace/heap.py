@@ -35,10 +35,16 @@ def trim() -> None:
         f(0)
 
 
-def returns_freed_memory(func):
-    """Decorator: trim the heap once `func` returns (its temporaries are freed by then)."""
+def returns_freed_memory(func=None, *, before: bool = False):
+    """Decorator: trim the heap once `func` returns (its temporaries are freed by then); `before`:
+    also when it starts (what the caller freed just before, e.g. the delay costs before the what-if)."""
+    if func is None:
+        return functools.partial(returns_freed_memory, before=before)
+
     @functools.wraps(func)
     def wrapper(*args, **kwargs):
+        if before:
+            trim()
         try:
             return func(*args, **kwargs)
         finally:

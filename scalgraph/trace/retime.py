@@ -290,7 +290,7 @@ def _shortened_prefix_sums(ctx: ReplayContext, callpaths: list[int], fraction: n
     return P
 
 
-@returns_freed_memory
+@returns_freed_memory(before=True)
 def retime(ctx: ReplayContext, callpaths: list[int], fraction: np.ndarray) -> Retimed:
     """Re-time the trace with the exclusive time of `callpaths` on rank r cut by fraction[r]."""
     t = ctx.time
