@@ -144,3 +144,19 @@ def test_an_exit_closing_nothing_is_reported_the_same_by_both(monkeypatch):
     with pytest.raises(UserError) as slow:
         match_regions(flat)
     assert str(fast.value) == str(slow.value) and "event 2" in str(fast.value)
+
+
+def test_the_c_record_split_gives_numpys_columns(monkeypatch):
+    """flatten's columns (and so the validation's) from packed records, bit for bit, including a
+    location whose records are a strided view (the numpy copies then)."""
+    if native.library() is None:
+        pytest.skip("no C compiler")
+    trace = random_program(nranks=3, iters=30, seed=2).build()
+    trace.events[1] = trace.events[1][::1].copy()
+    trace.events[2] = np.concatenate((trace.events[2], trace.events[2]))[::2]   # not contiguous
+    fast = flatten(trace)
+    monkeypatch.setattr(native, "split_records", lambda *a, **k: False)
+    slow = flatten(trace)
+    for name in fast.ev:
+        assert fast.ev[name].tobytes() == slow.ev[name].tobytes(), name
+    assert len(fast.ev) == sum(len(e) for e in trace.events) and np.isfinite(fast.ev["time"]).all()

@@ -106,8 +106,9 @@ def flatten(trace: tm.Trace, release: bool = False) -> Flat:
     for r in range(len(trace.events)):
         e = trace.events[r]
         a, b = offsets[r], offsets[r + 1]
-        for name, col in ev.items():
-            col[a:b] = e[name]
+        if not native.split_records(e, {name: col[a:b] for name, col in ev.items()}):
+            for name, col in ev.items():
+                col[a:b] = e[name]
         if release:
             trace.events[r] = e[:0].copy()
             freed += e.nbytes

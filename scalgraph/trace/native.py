@@ -7,7 +7,9 @@ values bit for bit; the numpy versions stay the fallback where no C compiler is 
 - interval_profiles: the delay costs' processing-time profiles (delay._profiles_numpy expands every
   gap of every synchronisation interval into arrays, then sums them by key).
 - match_regions: one location's ENTER/EXIT pairs and owners with a stack (matching._match_rank_numpy
-  sorts the events by nesting level and searches them)."""
+  sorts the events by nesting level and searches them).
+- split_records: packed event records into columns in one pass (numpy copies one strided field at
+  a time, each pass touching every record)."""
 from __future__ import annotations
 
 import ctypes
@@ -70,6 +72,9 @@ def library():
         lib.sg_match_regions.argtypes = [ctypes.c_int64, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64] + \
             [ctypes.c_void_p] * 5
         lib.sg_match_regions.restype = ctypes.c_int64
+        lib.sg_split_records.argtypes = [ctypes.c_int64, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64,
+                                         ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
+        lib.sg_split_records.restype = None
         _lib = lib
     return _lib
 
@@ -135,3 +140,20 @@ def match_regions(kind, enter: int, exit_: int):
     deepest = lib.sg_match_regions(m, kind.ctypes.data, enter, exit_, partner.ctypes.data, owner.ctypes.data,
                                    parent.ctypes.data, level.ctypes.data, stack.ctypes.data)
     return partner, owner, parent, level, int(deepest)
+
+
+def split_records(records: np.ndarray, outs: dict) -> bool:
+    """Copy each field `name` of the packed records into outs[name] (contiguous, the field's dtype,
+    len(records) long) in one pass; False (nothing copied) without the kernel or for other layouts."""
+    lib = library()
+    fields = records.dtype.fields
+    if (lib is None or fields is None or not records.flags.c_contiguous
+            or any(o.dtype != fields[k][0] or not o.flags.c_contiguous or len(o) != len(records) for k, o in outs.items())):
+        return False
+    names = list(outs)
+    off = np.array([fields[k][1] for k in names], np.int64)
+    size = np.array([fields[k][0].itemsize for k in names], np.int64)
+    ptrs = (ctypes.c_void_p * len(names))(*[outs[k].ctypes.data for k in names])
+    lib.sg_split_records(len(records), records.ctypes.data, records.dtype.itemsize, len(names), off.ctypes.data,
+                         size.ctypes.data, ptrs)
+    return True

@@ -16,6 +16,7 @@ from scalgraph.errors import UserError
 from scalgraph.model.trace import (COLL_BEGIN, COLL_END, ENTER, EVENT_DTYPE, EVENT_KINDS, EXIT, IRECV,
                                    IRECV_REQUEST, ISEND, ISEND_COMPLETE, RECV, RMA_ACC, RMA_GET, RMA_PUT,
                                    RMA_SYNC, SEND, Trace)
+from scalgraph.trace import native
 
 P2P_SENDS = (SEND, ISEND)
 P2P_RECVS = (RECV, IRECV)
@@ -55,7 +56,10 @@ def check_ranks(trace: Trace, ranks, where: str = "trace", columns: list | None 
             raise UserError(f"{at}: events are not in scalgraph's event layout")
         # each field once as a contiguous column: the checks read kind, region, peer... several
         # times, and a field of the packed records is a strided view touching every record
-        ev = {name: np.ascontiguousarray(ev[name]) for name in _CHECKED}
+        cols = {name: np.empty(len(ev), EVENT_DTYPE[name]) for name in _CHECKED}
+        if not native.split_records(ev, cols):
+            cols = {name: np.ascontiguousarray(ev[name]) for name in _CHECKED}
+        ev = cols
         _check_times(ev, at)
         _check_kinds_and_regions(ev, nregions, at)
         _check_nesting(ev, at)
