@@ -226,7 +226,7 @@ def test_thin_evidence_is_said_and_not_reported_as_a_clean_bill():
     result = analyse(psg, runs)
     assert result["sampling"]["thin"] and not result["problem_found"]
     note = next(n for n in result["notes"] if n.startswith("thin evidence"))
-    assert "median of" in note and "--hz" in note and "run longer" in note
+    assert "median of" in note and "--hz" in note and "run longer" in note and "--repeat" in note
     out = io.StringIO()
     write_text(result, out)
     assert "No scaling problem found above the sampling noise" in out.getvalue()

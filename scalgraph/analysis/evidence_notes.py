@@ -40,5 +40,7 @@ def evidence_notes(profile: RunProfile, floor: float, scale: int,
         notes.append(f"thin evidence: at p={scale} the ranks had a median of {n:.0f} samples ({hz:g} Hz), so a "
                      f"rank's sampled time is known to +-{err * 1e3:.0f} ms (3 sampling errors), more than the "
                      f"reporting floor ({floor * 1e3:.0f} ms); computation costs below that cannot be told from "
-                     "noise and are not reported: run longer (more iterations) or raise `scalgraph run --hz`")
+                     "noise and are not reported: run longer (more iterations) or raise `scalgraph run --hz`; on a "
+                     "shared machine also repeat (`scalgraph run --repeat 3`: the median of the runs, rank by "
+                     "rank, since identical work's thread-CPU varies from run to run)")
     return notes
