@@ -59,9 +59,10 @@ def main(argv=None) -> int:
         modules[args.against] = shim_at(args.against)
     best = {(name, kind): (float("inf"), float("inf")) for name in modules for kind in ("shared", "static")}
     load = os.getloadavg()[0]
-    for _ in range(args.repeat):
+    for i in range(args.repeat):
         for kind in ("shared", "static"):
-            for name, module in modules.items():       # alternating, so that load affects both alike
+            # alternating, and in the other order every second repeat, so that load affects both alike
+            for name, module in list(modules.items())[::-1 if i % 2 else 1]:
                 wall, cpu = timed_build(module, mpicc, kind == "static")
                 old_wall, old_cpu = best[name, kind]
                 best[name, kind] = (min(old_wall, wall), min(old_cpu, cpu))
