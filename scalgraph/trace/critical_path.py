@@ -20,7 +20,6 @@ from scalgraph.model import trace as tm
 from scalgraph.trace import mpi_names, waitops
 from scalgraph.trace.delay import processing_profiles
 from scalgraph.trace.forward import ForwardResult
-from scalgraph.trace.heap import returns_freed_memory
 from scalgraph.trace.hugepages import without_hugepage_advice
 
 
@@ -132,7 +131,6 @@ def walk(fwd: ForwardResult):
     return np.array(seg_rank, np.int64), np.array(seg_start), np.array(seg_end)
 
 
-@returns_freed_memory
 @without_hugepage_advice
 def critical_path(fwd: ForwardResult) -> CriticalPath:
     ctx = fwd.ctx

@@ -52,7 +52,6 @@ from scipy.sparse.linalg import spsolve, spsolve_triangular
 from scalgraph.errors import UserError
 from scalgraph.trace import mpi_names, native, patterns, waitops
 from scalgraph.trace.forward import ForwardResult, ReplayContext
-from scalgraph.trace.heap import returns_freed_memory
 from scalgraph.trace.hugepages import without_hugepage_advice
 
 
@@ -408,7 +407,6 @@ def _concat(parts):
     return tuple(np.concatenate(x) for x in zip(*parts))
 
 
-@returns_freed_memory
 @without_hugepage_advice
 def delay_analysis(fwd: ForwardResult, options: DelayOptions = DelayOptions()) -> DelayResult:
     """Delay costs of every wait state with a causer (Scalasca's accounting: every call path, MPI

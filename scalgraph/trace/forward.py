@@ -14,7 +14,6 @@ import numpy as np
 from scalgraph.errors import UserError
 from scalgraph.model import trace as tm
 from scalgraph.trace import matching, mpi_names, patterns, waitops
-from scalgraph.trace.heap import returns_freed_memory
 from scalgraph.trace.hugepages import without_hugepage_advice
 
 
@@ -120,7 +119,6 @@ MATCHING_ONLY = ("request", "bytes", "bytes_recv")
 ONE_SIDED_ONLY = ("tag", "comm")
 
 
-@returns_freed_memory
 @without_hugepage_advice
 def build_context(trace: tm.Trace, allow_unmatched: bool = False, flat: matching.Flat | None = None
                   ) -> ReplayContext:
@@ -173,7 +171,6 @@ def exclusive_time(ctx: ReplayContext) -> np.ndarray:
     return waitops.segment_sum(key, ctx.gap, (c + 1) * p)[:c * p].reshape(c, p)
 
 
-@returns_freed_memory
 @without_hugepage_advice
 def forward_replay(ctx: ReplayContext) -> ForwardResult:
     found: dict[str, np.ndarray] = {}

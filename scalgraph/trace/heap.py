@@ -5,7 +5,9 @@ numpy takes arrays below glibc's mmap threshold from the heap, and that threshol
 after the first large array is freed, so after reading a trace nearly every array lives in the heap;
 freed, its pages stay resident until something at the heap's top is freed too.  Measured on
 `scalgraph trace` of 10^6 OTF2 events: dropping the trace's events (49 bytes per event, flattened)
-lowered the resident memory by nothing, trimming by 50 MB.  A no-op without glibc."""
+lowered the resident memory by nothing, trimming by 50 MB.  Trimmed where it lowers the peak: after
+reading, while flattening, around the re-timing; a trim after every replay pass lowered nothing
+(the next pass reuses the freed pages) and cost their page faults again.  A no-op without glibc."""
 from __future__ import annotations
 
 import ctypes
