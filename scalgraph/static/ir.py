@@ -121,7 +121,15 @@ def _parse_function(lines: list[str], start: int) -> tuple[Function, int]:
     n = len(lines)
     while i < n:
         line = lines[i]
-        # an instruction (the usual line, tested first): two spaces, then not a space, ";" or "]"
+        # the usual line, tested first: a one-line instruction that is no call, with a plain result name
+        m = _PLAIN_INSTR(line)
+        if m is not None and block is not None and m.group(1) not in _CALL_OPCODES and not (
+                i + 1 < n and lines[i + 1].startswith(("   ", "  ]"))):
+            d = m.group(2)
+            block.instrs.append(Instr(i, line, m.group(1), int(d) if d else -1))
+            i += 1
+            continue
+        # an instruction: two spaces, then not a space, ";" or "]"
         if line[:2] == "  " and line[2:3] not in (" ", "]", ";", ""):
             if block is None:                       # unnamed entry block
                 block = Block("%entry")
@@ -159,6 +167,12 @@ _LINKAGES = {"private", "internal", "available_externally", "linkonce", "weak", 
              "extern_weak", "linkonce_odr", "weak_odr", "external"}
 
 
+# an instruction line whose result (if any) has a plain name: its opcode, its first !dbg
+_PLAIN_INSTR = re.compile(r'  (?:%[-\w.$]+ = )?(\w+)(?=\s|$)(?:.*?!dbg !(\d+))?').match
+_CALL_OPCODES = frozenset(("call", "invoke", "callbr", "tail", "musttail", "notail"))
+_INLINE_ASM = re.compile(r'\s*\S+\s+asm\b')
+
+
 def _parse_instr(line_no: int, text: str) -> Instr:
     body = text.strip()
     rhs = body.split(" = ", 1)[1] if body[:1] == "%" and _ASSIGNED.match(body) else body
@@ -171,7 +185,7 @@ def _parse_instr(line_no: int, text: str) -> Instr:
         ins.is_call = True
         kw = _CALL_KW.search(" " + rhs)
         after = rhs[kw.end() - 1:] if kw else rhs
-        if re.match(r'\s*\S+\s+asm\b', after) or " asm " in after.split("(")[0]:
+        if _INLINE_ASM.match(after) or " asm " in after.split("(")[0]:
             ins.inline_asm = True
         else:
             cm = _CALLEE.search(after)

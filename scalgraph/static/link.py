@@ -14,6 +14,7 @@ import json
 
 from scalgraph.errors import UserError
 from scalgraph.model.psg import BRANCH, CALL, COMP, FUNCTION, KINDS, PSG
+from scalgraph.static.gcpause import gc_paused
 from scalgraph.static.walk import run
 
 PART_FORMAT = "scalgraph-psg-part"
@@ -23,10 +24,11 @@ _KIND = {k: i for i, k in enumerate(KINDS)}
 
 
 def link_psg(parts: list[dict], *, max_loop_depth: int = 10) -> tuple[PSG, str]:
-    functions = _function_table(parts)
-    builder = _Builder(functions, max_loop_depth)
-    psg = builder.build()
-    return psg, tables_c_source(psg, builder)
+    with gc_paused():
+        functions = _function_table(parts)
+        builder = _Builder(functions, max_loop_depth)
+        psg = builder.build()
+        return psg, tables_c_source(psg, builder)
 
 
 PART_VERSION = 1

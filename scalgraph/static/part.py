@@ -33,7 +33,7 @@ class FunctionPlan:
     """What the probe inserter needs for one instrumented function."""
     fn: Function
     fid_symbol: str
-    instr_local: dict[tuple[int, int], int]
+    instr_local: list[tuple[int, int, int, int]]    # runs (block, first index, end index, local)
     instrumented: bool                              # False: no loops, no MPI reachable: no probes
     branch_terminators: set[tuple[int, int]]        # conditional terminators of BRANCH vertices
 
@@ -75,7 +75,15 @@ def build_part(module: Module, source_path: str, modhash: str, *, max_loop_depth
     user_keys = {f.name: function_key(f.name, f.internal, modhash) for f in users}
     defined = {f.name for f in module.functions}
 
+    resolved: dict[str, tuple] = {}
+
     def resolve(name: str):
+        got = resolved.get(name)
+        if got is None:
+            got = resolved[name] = _resolve(name)
+        return got
+
+    def _resolve(name: str):
         if name in user_keys:
             return ("call", user_keys[name])
         if name in defined or is_library(name):
@@ -104,7 +112,7 @@ def build_part(module: Module, source_path: str, modhash: str, *, max_loop_depth
         tree = local[name]
         verts, node_local = contract(tree, max_loop_depth=max_loop_depth,
                                      callee_mpi=callee_mpi, callee_loops=callee_loops)
-        instr_local = {ref: node_local[nid] for ref, nid in tree.owner.items()}
+        instr_local = [(b, lo, hi, node_local[nid]) for b, lo, hi, nid in tree.owner]
         _, home_file, home_line = dbg.subprogram(f.dbg)
         attach_lines(verts, instr_local, f, dbg, home_file, home_line)
         counts, calls = full_counts(tree)

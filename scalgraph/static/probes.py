@@ -8,9 +8,9 @@ each block entry, so blocks of a contracted loop (one local throughout) get no s
 from __future__ import annotations
 
 import json
-import re
 
 from scalgraph.errors import UserError
+from scalgraph.static.gcpause import gc_paused
 from scalgraph.static.ir import LEADING, Module, parse_module_text, successors
 from scalgraph.static.nodebug import marked_no_debug_lines
 from scalgraph.static.part import FunctionPlan, build_part, module_hash
@@ -70,11 +70,12 @@ def instrument_ir_text(text: str, source_path: str, *, max_loop_depth: int = 10,
 def instrument_text(text: str, source_path: str, *, max_loop_depth: int = 10,
                     keep_debug_info: bool = True) -> tuple[dict, str]:
     """(PSG part, instrumented module text) for the text of one module (str(module))."""
-    mod = parse_module_text(text)
-    modhash = module_hash(source_path, text)
-    part, plans = build_part(mod, source_path, modhash, max_loop_depth=max_loop_depth)
-    part["warnings"] = _warnings(part, source_path)
-    return part, rewrite(mod, plans, part, modhash, keep_debug_info=keep_debug_info)
+    with gc_paused():
+        mod = parse_module_text(text)
+        modhash = module_hash(source_path, text)
+        part, plans = build_part(mod, source_path, modhash, max_loop_depth=max_loop_depth)
+        part["warnings"] = _warnings(part, source_path)
+        return part, rewrite(mod, plans, part, modhash, keep_debug_info=keep_debug_info)
 
 
 def _warnings(part: dict, source_path: str) -> list[str]:
@@ -98,9 +99,13 @@ def rewrite(mod: Module, plans: list[FunctionPlan], part: dict, modhash: str, *,
         symbols.append((plan.fid_symbol, plan.fn.internal))
         _probe_function(plan, before)
     out: list[str] = []
-    for no, line in enumerate(mod.lines):
-        out.extend(before.get(no, ()))
-        out.append(line)
+    done = 0
+    lines = mod.lines
+    for no in sorted(before):          # the module's lines in slices, the probes between them
+        out += lines[done:no]
+        out += before[no]
+        done = no
+    out += lines[done:]
     if not keep_debug_info:
         out = marked_no_debug_lines(out)
     out.append("")
@@ -110,23 +115,19 @@ def rewrite(mod: Module, plans: list[FunctionPlan], part: dict, modhash: str, *,
     for sym, _internal in symbols:
         # linkonce_odr: the copies of an inline function, or one file linked in twice, share a slot
         out.append(f"@{sym} = linkonce_odr hidden global i32 -1")
-    blob = json.dumps(part, sort_keys=True, separators=(",", ":")).encode("ascii") + b"\0"
-    out.append(f"@__sg_psg_part_{modhash} = weak_odr hidden constant [{len(blob)} x i8] c\"{_ir_bytes(blob)}\", "
-               f"section \"{PART_SECTION}\", align 1")
+    blob = json.dumps(part, sort_keys=True, separators=(",", ":"))        # ASCII: json escapes the rest
+    out.append(f"@__sg_psg_part_{modhash} = weak_odr hidden constant [{len(blob) + 1} x i8] "
+               f"c\"{_ir_ascii(blob)}\\00\", section \"{PART_SECTION}\", align 1")
     return "\n".join(out) + "\n"
 
 
-# printable ASCII stays, the rest (and " and \\) becomes \\XX; str.translate does it at C speed
-_IR_ESCAPES = {b: f"\\{b:02X}" for b in range(256) if not 0x20 <= b <= 0x7e or chr(b) in '"\\'}
-
-
-def _ir_bytes(blob: bytes) -> str:
-    """An IR c"..." string body: printable ASCII as is, the rest as \\XX."""
-    return blob.decode("latin-1").translate(_IR_ESCAPES)
+def _ir_ascii(text: str) -> str:
+    """An IR c"..." string body of ASCII text: \\, " and DEL as \\XX (json escapes control characters)."""
+    return text.replace("\\", "\\5C").replace('"', "\\22").replace("\x7f", "\\7F")
 
 
 def _probe_function(plan: FunctionPlan, before: dict[int, list[str]]) -> None:
-    fn, local = plan.fn, plan.instr_local
+    fn = plan.fn
     blocks = fn.blocks
     index = {b.label: i for i, b in enumerate(blocks)}
     succs = [[index[s] for s in successors(b) if s in index] for b in blocks]
@@ -134,8 +135,12 @@ def _probe_function(plan: FunctionPlan, before: dict[int, list[str]]) -> None:
     for u, ss in enumerate(succs):
         for v in ss:
             preds[v].append(u)
-    enforced = [[idx for idx, ins in enumerate(b.instrs) if _enforced(ins, (bi, idx), plan)]
-                for bi, b in enumerate(blocks)]
+    local: list[list[int]] = [[-1] * len(b.instrs) for b in blocks]     # -1: owned by no vertex
+    for b, lo, hi, value in plan.instr_local:
+        local[b][lo:hi] = [value] * (hi - lo)
+    # per block, the enforced instructions where the wanted local changes: (index, local); the
+    # others need no store (sg_cur already holds their local)
+    changes = [_changes(b, block.instrs, local[b], plan) for b, block in enumerate(blocks)]
     end = [_TOP] * len(blocks)
     entry = [_TOP] * len(blocks)
     changed = True
@@ -145,7 +150,7 @@ def _probe_function(plan: FunctionPlan, before: dict[int, list[str]]) -> None:
             e = 0 if b == 0 else _meet(end[p] for p in preds[b])
             if b == 0 and preds[b]:
                 e = _meet([0] + [end[p] for p in preds[b]])
-            x = local[(b, enforced[b][-1])] if enforced[b] else e
+            x = changes[b][-1][1] if changes[b] else e
             if e != entry[b] or x != end[b]:
                 entry[b], end[b] = e, x
                 changed = True
@@ -155,8 +160,7 @@ def _probe_function(plan: FunctionPlan, before: dict[int, list[str]]) -> None:
         "  call void @sg_fn_enter(i32 %__sg_fid)"])
     for b, block in enumerate(blocks):
         cur = _UNKNOWN if entry[b] == _TOP else entry[b]
-        for idx in enforced[b]:
-            want = local[(b, idx)]
+        for idx, want in changes[b]:
             if want != cur:
                 before.setdefault(block.instrs[idx].line_no, []).append(
                     f"  store i32 {want}, ptr @sg_cur, align 4")
@@ -170,10 +174,20 @@ def _probe_function(plan: FunctionPlan, before: dict[int, list[str]]) -> None:
             after_musttail = musttail or (after_musttail and ins.opcode == "bitcast")
 
 
-def _enforced(ins, ref, plan: FunctionPlan) -> bool:
+def _changes(b: int, instrs: list, local: list[int], plan: FunctionPlan) -> list[tuple[int, int]]:
+    out: list[tuple[int, int]] = []
+    prev = None
+    for idx, want in enumerate(local):
+        if want != prev and _enforced(instrs[idx], (b, idx), want, plan):
+            out.append((idx, want))
+            prev = want
+    return out
+
+
+def _enforced(ins, ref, want: int, plan: FunctionPlan) -> bool:
     """Instructions before which sg_cur must hold their local.  Leading instructions (phi,
     landingpad), allocas and plain terminators just continue the vertex before them."""
-    if ins.opcode in LEADING or ins.opcode == "alloca" or ref not in plan.instr_local:
+    if want < 0 or ins.opcode in LEADING or ins.opcode == "alloca":
         return False
     if ins.is_call and (ins.callee or "").startswith("llvm."):
         return False

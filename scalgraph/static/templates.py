@@ -10,6 +10,7 @@ FUNCTION vertex, and every instruction maps to the local whose probe value cover
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from itertools import chain, repeat
 
 from scalgraph.model.psg import BRANCH, CALL, COMP, FUNCTION, INDIRECT, KINDS, LOOP, MPI
 from scalgraph.static import cfg
@@ -31,13 +32,15 @@ class Node:
     seq_break: bool = False         # COMP: not a continuation of the computation before it (other arm)
     trivial: bool = False           # COMP: too small to be a vertex; joins a neighbouring COMP or its parent
     source: tuple[str, int] = ("", 0)   # LOOP: file and line of its header (to spot optimiser copies)
-    instrs: list[tuple[int, int]] = field(default_factory=list)   # owned (block, index)
 
 
 @dataclass
 class LocalTree:
     nodes: list[Node]
-    owner: dict[tuple[int, int], int]       # instruction -> node
+    # which node owns which instructions: runs (block, first index, end index, node), in the order
+    # the walk assigned them (attach_lines reads the instructions in this order); a run per
+    # straight-line stretch, not an entry per instruction: large files have 10^5 instructions
+    owner: list[tuple[int, int, int, int]]
 
 
 @dataclass
@@ -72,17 +75,31 @@ def _counts_as_work(ins: Instr) -> bool:
     return not (ins.is_call and (ins.callee or "").startswith("llvm.dbg"))
 
 
+def _run_counts(instrs: list[Instr], lo: int, hi: int) -> tuple[int, int]:
+    """(instructions that count as work, calls of non-intrinsics) among instrs[lo:hi]."""
+    work = calls = 0
+    for ins in instrs[lo:hi]:
+        if ins.is_call:                  # invoke and callbr are terminators: no work
+            callee = ins.callee or ""
+            work += ins.opcode == "call" and not callee.startswith("llvm.dbg")
+            calls += not callee.startswith("llvm.")
+        elif ins.opcode not in FREE and ins.opcode not in TERMINATORS:
+            work += 1
+    return work, calls
+
+
 def local_tree(fn: Function, cf: cfg.ControlFlow, display_name: str, resolve, locate=None) -> LocalTree:
     """locate(dbg id) -> (file, line), used to recognise loop copies made by the optimiser."""
     nodes = [Node(FUNCTION, display_name, -1)]
-    owner: dict[tuple[int, int], int] = {}
+    owner: list[tuple[int, int, int, int]] = []
     blocks_of: dict[int, list[int]] = {}
+    dead: list[int] = []
     for b in range(len(fn.blocks)):
         if b in cf.reachable and b not in cf.exceptional:
             blocks_of.setdefault(cf.block_region[b], []).append(b)
-        else:                            # dead code, exception cleanup: no vertex of their own
-            for idx in range(len(fn.blocks[b].instrs)):
-                owner[(b, idx)] = 0
+        elif fn.blocks[b].instrs:        # dead code, exception cleanup: no vertex of their own
+            dead.append(b)
+    dead_branch: dict[int, int] = {}     # a branch in exception cleanup: its terminator's node
     children_of: dict[int, list[int]] = {}
     for ri, r in enumerate(cf.regions):
         children_of.setdefault(r.parent, []).append(ri)
@@ -92,70 +109,90 @@ def local_tree(fn: Function, cf: cfg.ControlFlow, display_name: str, resolve, lo
         return len(nodes) - 1
 
     def level(region: int, me: int):
-        items: list[tuple[tuple[int, int, int], tuple]] = []
-        for b in blocks_of.get(region, []):
-            instrs = fn.blocks[b].instrs
-            last = len(instrs) - 1 if b in cf.branch_of_block else -1
-            for idx in range(len(instrs)):
-                if idx != last:
-                    items.append(((cf.order[b], 0, idx), ("ins", b, idx)))
+        # a block's instructions come in execution order of the blocks; a loop headed by a block
+        # comes before it, a branch ending a block after it
+        items: list[tuple[int, int, int]] = [(cf.order[b], 0, b) for b in blocks_of.get(region, [])]
         for ri in children_of.get(region, []):
             r = cf.regions[ri]
-            items.append(((cf.order[r.head], -1 if r.kind == cfg.LOOP else 1, 0), ("reg", ri)))
-        items.sort(key=lambda it: it[0])
-        entries: list = []           # node ids, or [instrs, work, calls, last block, break] segments
+            items.append((cf.order[r.head], -1 if r.kind == cfg.LOOP else 1, ri))
+        items.sort()
+        entries: list = []           # node ids, or [runs, work, calls, last block, break] segments
         seg: list | None = None
         brk = False
-        for _, item in items:
-            if item[0] == "ins":
-                _, b, idx = item
-                ins = fn.blocks[b].instrs[idx]
-                c = classify_call(ins, resolve)
-                if c is None:
-                    if seg is not None and b != seg[3] and b not in cf.succs[seg[3]]:
-                        seg = None                       # not straight-line: e.g. the other arm
-                        brk = True
-                    if seg is None:
-                        seg = [[], 0, 0, b, brk]
-                        entries.append(seg)
-                        brk = False
-                    seg[3] = b
-                    seg[0].append((b, idx))
-                    seg[1] += _counts_as_work(ins)
-                    seg[2] += ins.is_call and not (ins.callee or "").startswith("llvm.")
-                    continue
-                seg, brk = None, False
-                nid = new(c[0], c[1], me, callee=c[2], instrs=[(b, idx)])
-                owner[(b, idx)] = nid
-                entries.append(nid)
+        for _, what, x in items:
+            if what == 0:
+                b = x
+                instrs = fn.blocks[b].instrs
+                end = len(instrs) - 1 if b in cf.branch_of_block else len(instrs)
+                lo = 0
+                while lo < end:
+                    # the next instruction that is a vertex of its own (a call of MPI or user code)
+                    idx, c = lo, None
+                    while idx < end:
+                        ins = instrs[idx]
+                        if ins.is_call:
+                            c = classify_call(ins, resolve)
+                            if c is not None:
+                                break
+                        idx += 1
+                    if idx > lo:                         # computation instrs[lo:idx]
+                        if seg is not None and b != seg[3] and b not in cf.succs[seg[3]]:
+                            seg = None                   # not straight-line: e.g. the other arm
+                            brk = True
+                        if seg is None:
+                            seg = [[], 0, 0, b, brk]
+                            entries.append(seg)
+                            brk = False
+                        seg[3] = b
+                        seg[0].append((b, lo, idx))
+                        work, calls = _run_counts(instrs, lo, idx)
+                        seg[1] += work
+                        seg[2] += calls
+                    if c is not None:
+                        seg, brk = None, False
+                        nid = new(c[0], c[1], me, callee=c[2])
+                        owner.append((b, idx, idx + 1, nid))
+                        entries.append(nid)
+                    lo = idx + 1
             else:
                 seg, brk = None, False
-                r = cf.regions[item[1]]
+                r = cf.regions[x]
                 if r.kind == cfg.LOOP:
                     nid = new(LOOP, "loop", me, depth=r.depth, source=_header_line(fn, r.head, locate))
                 else:
-                    head_last = (r.head, len(fn.blocks[r.head].instrs) - 1)
-                    nid = new(BRANCH, "branch", me, instrs=[head_last])
-                    owner[head_last] = nid
+                    last = len(fn.blocks[r.head].instrs) - 1
+                    nid = new(BRANCH, "branch", me)
+                    if r.head in cf.reachable and r.head not in cf.exceptional:
+                        owner.append((r.head, last, last + 1, nid))
+                    else:
+                        dead_branch[r.head] = nid
                 entries.append(nid)
-                yield level(item[1], nid)
+                yield level(x, nid)
         has_structure = any(isinstance(e, int) for e in entries)
         kids: list[int] = []
         for e in entries:
             if isinstance(e, int):
                 kids.append(e)
                 continue
-            instrs, work, calls, _, seq_break = e
+            runs, work, calls, _, seq_break = e
             trivial = work == 0 or (has_structure and work <= TRIVIAL_COMP and calls == 0)
-            target = new(COMP, "comp", me, instrs=instrs, seq_break=seq_break, trivial=trivial)
+            target = new(COMP, "comp", me, seq_break=seq_break, trivial=trivial)
             kids.append(target)
-            for ref in instrs:
-                owner[ref] = target
+            owner.extend((b, lo, hi, target) for b, lo, hi in runs)
         nodes[me].children = kids
 
     run(level(-1, 0))
     _set_depths(nodes, 0, 0)
-    return LocalTree(nodes, owner)
+    # the dead blocks first (the walk's order); a branch there owns its terminator
+    first: list[tuple[int, int, int, int]] = []
+    for b in dead:
+        last = len(fn.blocks[b].instrs) - 1
+        if b in dead_branch:
+            first += [(b, 0, last, 0)] if last else []
+            first.append((b, last, last + 1, dead_branch[b]))
+        else:
+            first.append((b, 0, last + 1, 0))
+    return LocalTree(nodes, first + owner)
 
 
 def _header_line(fn: Function, head: int, locate) -> tuple[str, int]:
@@ -294,9 +331,10 @@ def full_counts(tree: LocalTree) -> tuple[dict[str, int], list[str]]:
     return counts, calls
 
 
-def attach_lines(verts: list[dict], instr_local: dict[tuple[int, int], int], fn: Function,
+def attach_lines(verts: list[dict], instr_local: list[tuple[int, int, int, int]], fn: Function,
                  dbg: DebugInfo, home_file: str, home_line: int) -> None:
-    """file, first and last line of every template vertex.
+    """file, first and last line of every template vertex; instr_local: runs (block, first index,
+    end index, local) in the order the instructions are read.
 
     MPI, CALL and INDIRECT vertices take their call's own line (inside an inlined function, the
     line there).  Structures and COMPs span their subtree's lines *at their own inlining level*: a
@@ -311,25 +349,39 @@ def attach_lines(verts: list[dict], instr_local: dict[tuple[int, int], int], fn:
     acc: list[dict[int, dict[str, list[int]]]] = [{} for _ in verts]
     mids: list[dict[int, int]] = [{} for _ in verts]
     own: list[tuple[str, int, int] | None] = [None] * len(verts)    # a leaf's own location
-    seen: set[tuple[int, int]] = set()      # (local, DILocation): a second one changes nothing
     blocks = fn.blocks
-    for (b, idx), local in instr_local.items():
-        mid = blocks[b].instrs[idx].dbg
-        if (local, mid) in seen:
+    ids: dict[int, list[int]] = {}          # block -> its instructions' DILocation ids
+    for b, _, _, _ in instr_local:
+        if b not in ids:
+            ids[b] = [ins.dbg for ins in blocks[b].instrs]
+    # each (local, DILocation) once, in reading order (a second one changes nothing), at C speed
+    pairs = dict.fromkeys(chain.from_iterable(zip(repeat(local), ids[b][lo:hi]) for b, lo, hi, local in instr_local))
+    for local, mid in pairs:
+        locations = dbg.chain(mid)
+        if locations[0][1] <= 0:
             continue
-        seen.add((local, mid))
-        chain = dbg.chain(mid)
-        if chain[0][1] <= 0:
-            continue
-        depth = len(chain) - 1
-        level[local] = min(level[local], depth)
+        depth = len(locations) - 1
+        if depth < level[local]:
+            level[local] = depth
         if leaf[local] and own[local] is None:
-            own[local] = chain[0]
+            own[local] = locations[0]
+        into, named = acc[local], mids[local]
         for c in range(depth + 1):
-            file, line, mid = chain[depth - c]
-            if line > 0:
-                _widen(acc[local].setdefault(c, {}), file, line, line)
-                mids[local].setdefault(c, mid)
+            file, line, where = locations[depth - c]
+            if line <= 0:
+                continue
+            span = into.get(c)
+            if span is None:
+                into[c] = {file: [line, line]}
+                named[c] = where
+                continue
+            cur = span.get(file)
+            if cur is None:
+                span[file] = [line, line]
+            elif line < cur[0]:
+                cur[0] = line
+            elif line > cur[1]:
+                cur[1] = line
     structure = [v["kind"] in ("FUNCTION", "LOOP", "BRANCH") for v in verts]
     for local in range(len(verts) - 1, 0, -1):      # children come after parents in pre-order
         p = parent[local]
