@@ -14,7 +14,7 @@ stretch both builds, and the ratios get noisier, not smaller.
     .venv/bin/python benchmarks/bench_shim_overhead.py --samples cg --ranks 4 --reps 3
     .venv/bin/python benchmarks/bench_shim_overhead.py --samples cg hybrid_master hybrid_imbalance --ranks 2 4
     .venv/bin/python benchmarks/bench_shim_overhead.py --hz 10000 --sampler itimer
-    .venv/bin/python benchmarks/bench_shim_overhead.py --only-calls       # ns added per probe / MPI call
+    .venv/bin/python benchmarks/bench_shim_overhead.py --only-calls       # ns added per probe / MPI call, us per sample
 """
 from __future__ import annotations
 
@@ -85,6 +85,8 @@ def iterations_of(exe: pathlib.Path, ranks: int, tmp: pathlib.Path) -> int | Non
     return None
 
 
+SPIN, FAST_HZ = 100_000_000, 10_000   # ~0.4 s of additions; 10 kHz makes a sample's cost stand out
+
 STUB = ('#include <stdint.h>\n#include "scalgraph.h"\n__thread uint32_t sg_cur;\n'
         "void sg_register_psg(const struct sg_psg_tables *t) { (void)t; }\n"
         "void sg_fn_enter(uint32_t f) { (void)f; }\nvoid sg_fn_exit(void) {}\n")
@@ -92,7 +94,7 @@ STUB = ('#include <stdint.h>\n#include "scalgraph.h"\n__thread uint32_t sg_cur;\
 
 def per_call_costs(tmp: pathlib.Path, reps: int) -> None:
     """ns per probe pair / MPI_Iprobe / self Irecv+Isend+Waitall, with the shim and with empty probes
-    (one rank, so the figure is not at the mercy of oversubscription)."""
+    (one rank, so the figure is not at the mercy of oversubscription); and the CPU one sample costs."""
     sys.path.insert(0, str(ROOT))
     from scalgraph.runtime.shim import INSTRUMENT_DIR, link_flags, shim_library
     mpicc = str(BIN / "mpicc")
@@ -101,12 +103,18 @@ def per_call_costs(tmp: pathlib.Path, reps: int) -> None:
     common = [mpicc, "-O2", "-I", str(INSTRUMENT_DIR), str(src)]
     subprocess.run([*common, *link_flags(shim_library(mpicc)), "-o", str(tmp / "cc-shim")], check=True)
     subprocess.run([*common, str(tmp / "stub.c"), "-o", str(tmp / "cc-plain")], check=True)
-    results = {"plain": [], "shim": []}
+    # cost of one sample: the shim build's CPU for SPIN additions unsampled vs at FAST_HZ
+    runs = {"plain": ("plain", None), "shim": ("shim", None), "off": ("shim", "0"), "fast": ("shim", str(FAST_HZ))}
+    results = {kind: [] for kind in runs}
     for _ in range(reps):
-        for kind in ("plain", "shim"):
-            out = subprocess.run([str(BIN / "mpiexec"), "-n", "1", str(tmp / f"cc-{kind}")], check=True,
-                                 capture_output=True, text=True,
-                                 env=dict(os.environ, SCALGRAPH_OUT=str(tmp / "cc-out"))).stdout.split()
+        for kind, (exe, hz) in runs.items():
+            env = dict(os.environ, SCALGRAPH_OUT=str(tmp / "cc-out"))
+            args = []
+            if hz is not None:
+                env["SCALGRAPH_HZ"] = hz
+                args = ["20000", str(SPIN)]   # few calls, then the spin loop
+            out = subprocess.run([str(BIN / "mpiexec"), "-n", "1", str(tmp / f"cc-{exe}"), *args], check=True,
+                                 capture_output=True, text=True, env=env).stdout.split()
             results[kind].append({out[i]: float(out[i + 1]) for i in range(0, len(out), 2)})
     print(f"\n{'per call (ns, median of ' + str(reps) + ')':<34}{'empty probes':>13}{'shim':>9}{'added':>9}")
     for key, label in (("probe_pair_ns", "sg_fn_enter + sg_fn_exit"), ("iprobe_ns", "MPI_Iprobe"),
@@ -114,6 +122,12 @@ def per_call_costs(tmp: pathlib.Path, reps: int) -> None:
         a = statistics.median(r[key] for r in results["plain"])
         b = statistics.median(r[key] for r in results["shim"])
         print(f"{label:<34}{a:>13.1f}{b:>9.1f}{b - a:>9.1f}")
+    off = statistics.median(r["spin_cpu_ns"] for r in results["off"])
+    fast = statistics.median(r["spin_cpu_ns"] for r in results["fast"])
+    samples = fast * 1e-9 * FAST_HZ   # the task-clock event fires once per period of thread CPU
+    print(f"{'one sample (us; CPU of a loop)':<34}{'unsampled':>13}{f'{FAST_HZ // 1000} kHz':>9}{'per sample':>11}")
+    print(f"{'signal + handler + re-arm':<34}{off * 1e-9:>12.3f}s{fast * 1e-9:>8.3f}s{(fast - off) / samples * 1e-3:>11.1f}"
+          f"   (at 1 kHz: {(fast - off) / samples * 1e-6 * 100:.1f} % of the CPU time)")
 
 
 def main() -> int:
