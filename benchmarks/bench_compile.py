@@ -198,6 +198,8 @@ own_time(scalgraph.static, "instrument_bitcode", "static pass (python)")
 if nodebug is not None:
     own_time(nodebug, "without_debug_info", "debug info stripped (python)")
 own_time(scalgraph.static, "link_psg", "PSG link and tables source (python)")
+if hasattr(scalgraph.static, "link_psg_json"):     # the driver's entry since it also gives the JSON text
+    own_time(scalgraph.static, "link_psg_json", "PSG link and tables source (python)")
 rc = main(sys.argv[1], sys.argv[2:])
 total = time.process_time()
 own["python start-up"] = start_cpu

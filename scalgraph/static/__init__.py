@@ -20,6 +20,8 @@ read_parts_from_files(paths: list[str]) -> list[dict]
 link_psg(parts: list[dict], *, max_loop_depth: int = 10) -> tuple[PSG, str]
     Whole-program PSG and the C source of the tables object (struct sg_psg_tables, a constructor
     calling sg_register_psg, the full PSG JSON in section ".scalgraph.psgfull").
+link_psg_json(parts: list[dict], *, max_loop_depth: int = 10) -> tuple[PSG, str, str]
+    The same and the full PSG's JSON text (what the tables embed; the driver writes it to <exe>.psg.json).
 read_psg_from_executable(path: str) -> PSG
     From the executable's ".scalgraph.psgfull" section, falling back to <exe>.psg.json.
 """
@@ -48,9 +50,15 @@ def link_psg(parts, *, max_loop_depth: int = 10):
     return impl(parts, max_loop_depth=max_loop_depth)
 
 
+def link_psg_json(parts, *, max_loop_depth: int = 10):
+    from scalgraph.static.link import link_psg_json as impl
+    return impl(parts, max_loop_depth=max_loop_depth)
+
+
 def read_psg_from_executable(path):
     from scalgraph.static.elfparts import read_psg_from_executable as impl
     return impl(path)
 
 
-__all__ = ["instrument_bitcode", "instrument_ir_text", "read_parts_from_files", "link_psg", "read_psg_from_executable"]
+__all__ = ["instrument_bitcode", "instrument_ir_text", "read_parts_from_files", "link_psg", "link_psg_json",
+           "read_psg_from_executable"]

@@ -12,7 +12,6 @@ SCALGRAPH_NO_INSTRUMENT=1 compiles and links plainly (same compilers and MPI, no
 """
 from __future__ import annotations
 
-import json
 import os
 import shlex
 import shutil
@@ -303,9 +302,10 @@ def link(tc: Toolchain, inv: Invocation, objects: list[str], tmp: str, instrumen
     items = [objects[x] if isinstance(x, int) else x for x in inv.link_items]
     extra: list[str] = []
     psg = None
+    psg_text = ""
     given = [p for p in inv.link_inputs if os.path.isfile(p)] + static_archives(inv)
     if instrument or given:
-        from scalgraph.static import link_psg, read_parts_from_files
+        from scalgraph.static import link_psg_json, read_parts_from_files
         # objects instrumented earlier need the tables and the shim even in a plain link; the
         # parts of the objects made in this call are at hand (no ELF reading for them)
         made = made or {}
@@ -315,7 +315,7 @@ def link(tc: Toolchain, inv: Invocation, objects: list[str], tmp: str, instrumen
         if parts:
             if instrument:
                 program_warnings(parts, exe, PROGRAM_NAMES[tc.lang])
-            psg, tables_source = link_psg(parts, max_loop_depth=max_depth)
+            psg, tables_source, psg_text = link_psg_json(parts, max_loop_depth=max_depth)
             extra = [compile_tables(tables_source, tmp), *shim_link_flags(tc)]
         elif instrument:
             print(f"{PROGRAM_NAMES[tc.lang]}: warning: no object carries a scalgraph PSG part (none was "
@@ -341,7 +341,7 @@ def link(tc: Toolchain, inv: Invocation, objects: list[str], tmp: str, instrumen
         except OSError as e:
             raise UserError(f"cannot write {exe}: {e.strerror}") from None
         if psg is not None:      # after the executable: its own section is what counts (.psg.json is a copy)
-            write_atomic(dest + ".psg.json", json.dumps(psg.to_dict(), separators=(",", ":")))
+            write_atomic(dest + ".psg.json", psg_text)
     finally:
         if os.path.lexists(tmp_exe):
             os.unlink(tmp_exe)
