@@ -104,7 +104,8 @@ def interval_profiles(t, offsets, cp_after, ncp, rank, t0, t1, wi, wc, wa):
     minus the wait pieces (wi sorted, wc, wa), as delay._profiles_numpy computes it: (ids, cps,
     values), or None without the kernel (or with columns it does not take)."""
     lib = library()
-    if lib is None or cp_after.dtype != np.int32 or t.dtype != np.float64 or (len(wc) and wc.min() < 0):
+    if (lib is None or cp_after.dtype != np.int32 or t.dtype != np.float64 or not t.flags.c_contiguous
+            or not cp_after.flags.c_contiguous or (len(wc) and wc.min() < 0)):
         return None
     rank = np.ascontiguousarray(rank, np.int64)
     t0, t1 = np.ascontiguousarray(t0, np.float64), np.ascontiguousarray(t1, np.float64)
