@@ -1,6 +1,7 @@
 """Identical work on ranks that share cores: one rank's thread-CPU a little above the median's is
 machine noise (caches flushed at every switch), not a cause; detect asks what the trace verdict asks,
-a rank above --abnorm-thd x the median rank (seed 003's AbnormThd)."""
+a rank above --abnorm-thd x the median rank (seed 003's AbnormThd), and where ranks outnumber cores
+what time-sharing cannot fake (analysis/defaults.py: 1.6x between ranks, 1.25x between scales)."""
 from __future__ import annotations
 
 import numpy as np
@@ -9,6 +10,12 @@ from scalgraph.analysis import synthetic as syn
 from scalgraph.analysis.detect import analyse
 
 HZ = 1000
+
+
+def _time_shared(runs, cores: int = 2):
+    for p, prof in runs.items():
+        prof.meta.update(cores=[cores] * p, ranks_on_host=[p] * p)
+    return runs
 
 
 def _cg_with_extra(extra: float):
@@ -38,3 +45,32 @@ def test_a_rank_above_the_abnormality_threshold_is_the_cause():
     assert top["vertex"] == comp and abs(top["cost"] - 0.25) < 0.03
     # the same excess under a stricter threshold is not abnormal, so not a cause
     assert all(c["vertex"] != comp for c in analyse(psg, runs, abnorm_thd=1.6)["root_causes"])
+
+
+def test_ranks_sharing_cores_must_differ_by_more_than_time_sharing_makes_identical_work_differ():
+    psg, runs, comp = _cg_with_extra(0.25)            # 1.5x: a cause on one rank per core (above)
+    assert all(c["vertex"] != comp for c in analyse(psg, _time_shared(runs))["root_causes"])
+    psg, runs, comp = _cg_with_extra(0.45)            # 1.9x the median rank
+    top = analyse(psg, _time_shared(runs))["root_causes"][0]
+    assert top["vertex"] == comp and top["rank"] == 1
+
+
+def _balanced_slower_at_the_largest_scale(factor: float, shared: bool):
+    """Every rank's computation `factor` x its ideal strong-scaling share at p=8 (a loss, or a drift)."""
+    psg, runs, _ = syn.balanced(scales=(2, 4, 8), noise=0.0)
+    comp = syn.vertex_at(psg, 12)
+    runs[8].time[:, comp] *= factor
+    for prof in runs.values():
+        prof.samples[:] = np.rint(prof.time * HZ).astype(np.int64)
+        prof.meta["hz"] = HZ
+    return comp, analyse(psg, _time_shared(runs) if shared else runs)
+
+
+def test_a_loss_time_sharing_can_make_is_no_loss_where_ranks_share_cores():
+    comp, alone = _balanced_slower_at_the_largest_scale(1.2, shared=False)
+    assert alone["root_causes"] and alone["root_causes"][0]["vertex"] == comp
+    comp, shared = _balanced_slower_at_the_largest_scale(1.2, shared=True)
+    assert all(c["vertex"] != comp for c in shared["root_causes"])
+    comp, shared = _balanced_slower_at_the_largest_scale(1.6, shared=True)   # beyond the drift
+    top = shared["root_causes"][0]
+    assert top["vertex"] == comp and abs(top["scaling_loss"] - 0.35 * 1.0) < 0.05

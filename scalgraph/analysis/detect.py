@@ -53,7 +53,7 @@ from scalgraph.analysis.abnormal import (DEFAULT_ABNORM_THD, SAMPLING_SIGMAS, Ab
 from scalgraph.analysis.backtrack import backtrack_all
 from scalgraph.analysis.causes import Cause, compute_start_cause, keep_costliest, path_cause
 from scalgraph.analysis.constructs import Constructs, constructs, contexts
-from scalgraph.analysis.defaults import DEFAULT_MIN_SHARE
+from scalgraph.analysis.defaults import DEFAULT_MIN_SHARE, SHARED_CORE_ABNORM_THD, SHARED_CORE_DRIFT
 from scalgraph.analysis.evidence_notes import evidence_notes, thin_evidence, typical_samples
 from scalgraph.analysis.merge import cluster_means, cluster_ranks, merge_ranks
 from scalgraph.analysis.mpi_cost import compute_stretch, oversubscribed, own_cause_rules, volume_per_rank
@@ -227,6 +227,14 @@ def analyse(psg: PSG, profiles: Mapping[int, RunProfile], abnorm_thd: float = DE
         loss_noise = SAMPLING_SIGMAS * np.hypot(sm.y_se[:, -1], ratio * sm.y_se[:, 0])
         loss_total = np.where(loss_total > loss_noise, loss_total, 0.0)
         loss_own = np.where(loss_own > loss_noise, loss_own, 0.0)
+    # ranks sharing cores: a computation's loss counts beyond what time-sharing can fake (defaults.py)
+    shared = sm.oversubscribed[scales[-1]]
+    if multi and shared:
+        ratio = 1.0 if weak else scales[0] / scales[-1]
+        loss_total = np.where(is_mpi, loss_total,
+                              np.maximum(loss_total - (SHARED_CORE_DRIFT - 1.0) * ratio * y_total[:, 0], 0.0))
+        loss_own = np.where(is_mpi, loss_own,
+                            np.maximum(loss_own - (SHARED_CORE_DRIFT - 1.0) * ratio * y_own[:, 0], 0.0))
     # an MPI call is its own cause only by what the scheduler cannot fake (mpi_cost.py)
     rules = own_cause_rules(scales, sm.vol_bytes, sm.vol_calls, y_own, floor, sm.oversubscribed[scales[-1]])
     grows = np.array([bool(x) for x in rules], dtype=bool)
@@ -250,6 +258,9 @@ def analyse(psg: PSG, profiles: Mapping[int, RunProfile], abnorm_thd: float = DE
     own_median = np.median(big.own, axis=0) if prof.nranks else np.zeros(nc)
     noise = noise_of_samples(big.samples, is_mpi, float(prof.meta.get("hz") or 0.0))
 
+    # ranks sharing cores differ by more than AbnormThd doing identical work (defaults.py)
+    excess_thd = max(abnorm_thd, SHARED_CORE_ABNORM_THD) if shared else abnorm_thd
+
     @lru_cache(maxsize=None)
     def excess(c: int, r: int) -> float:
         """Sampled excess of an abnormal rank beyond the sampling error, no more than the exact segment excess.
@@ -258,7 +269,7 @@ def analyse(psg: PSG, profiles: Mapping[int, RunProfile], abnorm_thd: float = DE
         flushed at each switch; 1.2x on one rank of the balanced sample), which is not a cause."""
         if startup[c] or is_mpi[c]:
             return 0.0
-        if big.own[r, c] <= abnorm_thd * own_median[c]:
+        if big.own[r, c] <= excess_thd * own_median[c]:
             return 0.0
         e = float(big.own[r, c] - own_median[c])
         if e <= noise[c]:
