@@ -118,3 +118,17 @@ def test_foreign_or_damaged_parts_are_one_line_errors():
         with pytest.raises(UserError) as e:
             link_psg([bad])
         assert "\n" not in str(e.value) and "sgcc" in str(e.value)
+
+
+def test_the_json_text_is_the_embedded_psg():
+    """link_psg_json's text (the driver writes it to <exe>.psg.json) is the PSG the tables embed,
+    whose hash they register, serialised once for both."""
+    import json
+
+    from scalgraph.model.psg import psg_from_dict
+    from scalgraph.static.link import _c_string, link_psg_json
+    psg, source, text = link_psg_json([part(MAIN, PING, PONG), part(TINY, HELPER, DEEP, HANDLER)])
+    assert psg_from_dict(json.loads(text)).to_dict() == psg.to_dict()
+    assert _c_string(text) in source
+    assert f'sg_psg_hash[] = "{psg.hash()}";' in source
+    assert source == build()[1]
