@@ -156,7 +156,7 @@ def build_report(fwd: ForwardResult, dl: DelayResult, cp: CriticalPath, top: int
     nranks = max(wall.shape[1], 1)         # the parallel replay's context holds no events
     if cpu is not None:
         notes.append(f"root causes: computation whose extra thread-CPU on some rank (at least "
-                     f"{verdicts.ABNORMAL_RATIO:g}x the median rank's there) and the waiting it caused are each at "
+                     f"{cpu.ratio:g}x the median rank's there{'; ranks time-shared cores' if cpu.ratio > verdicts.ABNORMAL_RATIO else ''}) and the waiting it caused are each at "
                      f"least {100 * min_share:g} % of the run time ({min_share * total / nranks:.6g} s of "
                      f"{total / nranks:.6g} s); communication delays are listed under delay, never as a line cause")
     else:

@@ -63,6 +63,9 @@ class CpuEvidence:
     # wall seconds per thread-CPU second of the median rank's computation (analysis.mpi_cost.
     # compute_stretch): rule (b) compares thread-CPU times this with the wall-clock run time
     stretch: float = 1.0
+    # rule (b)'s AbnormThd: higher where ranks outnumber cores (analysis.defaults.SHARED_CORE_ABNORM_THD:
+    # identical work's thread-CPU was measured up to 1.52x apart between ranks there)
+    ratio: float = ABNORMAL_RATIO
 
 
 def _excess(values: np.ndarray) -> np.ndarray:
@@ -157,7 +160,7 @@ def verdict(cost: np.ndarray, wall: np.ndarray, is_mpi: np.ndarray, where: list[
         if total_time <= 0 or seconds <= 0:
             continue
         if cpu is not None and vertices:
-            if (abnormal_cpu_excess(vertices, cpu.cpu) * cpu.stretch < floor / nranks
+            if (abnormal_cpu_excess(vertices, cpu.cpu, cpu.ratio) * cpu.stretch < floor / nranks
                     or seconds < floor / nranks):
                 continue
         elif seconds < floor:
