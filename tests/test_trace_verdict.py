@@ -262,3 +262,23 @@ def test_a_constructs_instances_are_judged_together():
     one = V.verdict(cost[:1], wall[:1], np.zeros(1, bool), places[:1], ["main/CG/loop"],
                     total_time=8 * 44.8, cpu=V.CpuEvidence(cpu[:, :1], stretch=1.7))
     assert one == []
+
+
+def test_ranks_time_sharing_cores_need_the_higher_ratio():
+    """A balanced kernel (vertex 1) on which rank 3 took 1.5x the median rank's thread-CPU (0.75 s more,
+    and the others waited 20 s): on one rank per core a cause; where ranks outnumber cores identical
+    work differs that much (CpuEvidence.ratio 1.6, as detect), no cause.  A loop only rank 1 runs
+    (vertex 0) stays a cause either way."""
+    cost, wall = np.zeros((2, 8)), np.zeros((2, 8))
+    cost[0, 1], wall[0, 1] = 20.0, 2.0
+    cost[1, 3], wall[1] = 20.0, 1.5
+    wall[1, 3] = 2.25
+    cpu = np.zeros((8, 2))
+    cpu[1, 0] = 0.8
+    cpu[:, 1] = 1.5
+    cpu[3, 1] = 2.25
+    args = (np.array([False, False]), where(("a.c", 10, 0), ("a.c", 20, 1)), ["main/loop", "main/kernel"])
+    alone = V.verdict(cost, wall, *args, total_time=64.0, cpu=V.CpuEvidence(cpu))
+    assert sorted(e["line"] for e in alone) == [10, 20]
+    shared = V.verdict(cost, wall, *args, total_time=64.0, cpu=V.CpuEvidence(cpu, ratio=1.6))
+    assert [e["line"] for e in shared] == [10]
