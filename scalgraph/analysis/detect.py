@@ -262,6 +262,12 @@ def analyse(psg: PSG, profiles: Mapping[int, RunProfile], abnorm_thd: float = DE
     excess_thd = max(abnorm_thd, SHARED_CORE_ABNORM_THD) if shared else abnorm_thd
 
     @lru_cache(maxsize=None)
+    def exact_excess(c: int, r: int) -> float | None:
+        """Rank r's exact excess in the segments construct c runs in (None: not measured), once per
+        construct and rank: excess() and a computation path's lateness cap both ask."""
+        return segment_excess(psg, prof, cons.instances[c], r, cons.cid)
+
+    @lru_cache(maxsize=None)
     def excess(c: int, r: int) -> float:
         """Sampled excess of an abnormal rank beyond the sampling error, no more than the exact segment excess.
         Abnormal (above abnorm_thd x the median rank, as the trace verdict asks): identical work's
@@ -274,7 +280,7 @@ def analyse(psg: PSG, profiles: Mapping[int, RunProfile], abnorm_thd: float = DE
         e = float(big.own[r, c] - own_median[c])
         if e <= noise[c]:
             return 0.0
-        exact = segment_excess(psg, prof, cons.instances[c], r, cons.cid)
+        exact = exact_excess(c, r)
         return e if exact is None else min(e, exact)
 
     # A computation's cost is sampled thread-CPU, the floor a share of the wall-clock run time, which
@@ -305,7 +311,7 @@ def analyse(psg: PSG, profiles: Mapping[int, RunProfile], abnorm_thd: float = DE
             # was not measured: with it, excess() is already capped by the rank's excess in the segments
             # the construct runs in, the lateness the waiting at their MPI calls sees (overall, other
             # code lighter on that rank hid a 0.4 s loop in miniAMR: lateness 0.23 s)
-            measured_segments = segment_excess(psg, prof, cons.instances[int(cons.cid[v0])], r0, cons.cid)
+            measured_segments = exact_excess(int(cons.cid[v0]), r0)
             cause = compute_start_cause(path, cons.cid, excess, lateness if measured_segments is None else no_cap,
                                         own_comp_loss)
         if cause is not None and floor > 0 and cause.cost >= (floor if is_mpi[cause.construct] else comp_floor):
