@@ -8,12 +8,7 @@ Without a C compiler the reader falls back to libotf2's Python callbacks (about 
 from __future__ import annotations
 
 import ctypes
-import hashlib
-import os
 import pathlib
-import shutil
-import subprocess
-import tempfile
 
 import numpy as np
 
@@ -35,26 +30,8 @@ def _otf2_library() -> str:
 
 
 def _build() -> pathlib.Path | None:
-    from scalgraph.runtime.shim import cache_dir
-    cc = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
-    if cc is None or not SOURCE.is_file():
-        return None
-    key = hashlib.sha256(SOURCE.read_bytes() + cc.encode()).hexdigest()[:16]
-    out_dir = cache_dir() / f"otf2-reader-{key}"
-    lib = out_dir / "libsgotf2.so"
-    if lib.is_file():
-        return lib
-    try:
-        out_dir.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryDirectory(prefix=".build-", dir=out_dir) as tmp:
-            res = subprocess.run([cc, "-O2", "-fPIC", "-shared", str(SOURCE), "-o", os.path.join(tmp, "out")],
-                                 capture_output=True, text=True, timeout=120)
-            if res.returncode != 0:
-                return None
-            os.replace(os.path.join(tmp, "out"), lib)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    return lib
+    from scalgraph.runtime.native_build import build_shared_library
+    return build_shared_library(SOURCE, "otf2-reader", "libsgotf2.so", ["-O2"])
 
 
 def library():

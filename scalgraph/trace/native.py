@@ -13,44 +13,21 @@ values bit for bit; the numpy versions stay the fallback where no C compiler is 
 from __future__ import annotations
 
 import ctypes
-import hashlib
-import os
 import pathlib
-import shutil
-import subprocess
-import tempfile
 
 import numpy as np
 
 SOURCE = pathlib.Path(__file__).with_name("kernels.c")
 # no -ffast-math and no contraction into fused multiply-adds: every sum rounds as numpy's does
-FLAGS = ["-O2", "-fPIC", "-shared", "-ffp-contract=off", "-fno-fast-math"]
+FLAGS = ["-O2", "-ffp-contract=off", "-fno-fast-math"]
 
 _lib = None
 _failed = False
 
 
 def _build() -> pathlib.Path | None:
-    from scalgraph.runtime.shim import cache_dir
-    cc = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
-    if cc is None or not SOURCE.is_file():
-        return None
-    key = hashlib.sha256(SOURCE.read_bytes() + cc.encode() + " ".join(FLAGS).encode()).hexdigest()[:16]
-    out_dir = cache_dir() / f"trace-kernels-{key}"
-    lib = out_dir / "libsgtrace.so"
-    if lib.is_file():
-        return lib
-    try:
-        out_dir.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryDirectory(prefix=".build-", dir=out_dir) as tmp:
-            res = subprocess.run([cc, *FLAGS, str(SOURCE), "-o", os.path.join(tmp, "out")],
-                                 capture_output=True, text=True, timeout=120)
-            if res.returncode != 0:
-                return None
-            os.replace(os.path.join(tmp, "out"), lib)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    return lib
+    from scalgraph.runtime.native_build import build_shared_library
+    return build_shared_library(SOURCE, "trace-kernels", "libsgtrace.so", FLAGS)
 
 
 def library():
