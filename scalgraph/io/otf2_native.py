@@ -8,9 +8,12 @@ Without a C compiler the reader falls back to libotf2's Python callbacks (about 
 from __future__ import annotations
 
 import ctypes
+import functools
 import pathlib
 
 import numpy as np
+
+from scalgraph.runtime.native_build import build_shared_library
 
 SOURCE = pathlib.Path(__file__).with_name("otf2_events.c")
 # the records are EVENT_DTYPE events (struct sg_otf2_record); kinds beyond EVENT_KINDS:
@@ -20,35 +23,24 @@ REQUEST_LOCK, ACQUIRE_LOCK, PROGRAM_BEGIN, PROGRAM_END = 100, 101, 102, 103
 THREAD_ACQUIRE_LOCK, THREAD_RELEASE_LOCK = 104, 105
 THREAD_FORK = 106        # OpenMP fork (Score-P ThreadFork), bytes = the number of threads requested
 
-_lib = None
-_failed = False
-
 
 def _otf2_library() -> str:
     from _otf2.Config import conf        # the wheel's shared library with libotf2's C API
     return conf.lib._name
 
 
-def _build() -> pathlib.Path | None:
-    from scalgraph.runtime.native_build import build_shared_library
-    return build_shared_library(SOURCE, "otf2-reader", "libsgotf2.so", ["-O2"])
-
-
+@functools.lru_cache(maxsize=None)
 def library():
     """The loaded helper, or None when it cannot be built (no C compiler)."""
-    global _lib, _failed
-    if _lib is None and not _failed:
-        path = _build()
-        if path is None:
-            _failed = True
-            return None
-        ctypes.CDLL(_otf2_library(), mode=ctypes.RTLD_GLOBAL)   # its libotf2 symbols resolve ours
-        lib = ctypes.CDLL(str(path))
-        lib.sg_otf2_read_location.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_uint64,
-                                              ctypes.c_int64, ctypes.c_double, ctypes.c_void_p, ctypes.c_uint32]
-        lib.sg_otf2_read_location.restype = ctypes.c_int64
-        _lib = lib
-    return _lib
+    path = build_shared_library(SOURCE, "otf2-reader", "libsgotf2.so", ["-O2"])
+    if path is None:
+        return None
+    ctypes.CDLL(_otf2_library(), mode=ctypes.RTLD_GLOBAL)   # its libotf2 symbols resolve ours
+    lib = ctypes.CDLL(str(path))
+    lib.sg_otf2_read_location.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_uint64,
+                                          ctypes.c_int64, ctypes.c_double, ctypes.c_void_p, ctypes.c_uint32]
+    lib.sg_otf2_read_location.restype = ctypes.c_int64
+    return lib
 
 
 def read_location(reader_handle: int, evt_handle: int, room: int, zero: int, resolution: int,

@@ -13,47 +13,39 @@ values bit for bit; the numpy versions stay the fallback where no C compiler is 
 from __future__ import annotations
 
 import ctypes
+import functools
 import pathlib
 
 import numpy as np
+
+from scalgraph.runtime.native_build import build_shared_library
 
 SOURCE = pathlib.Path(__file__).with_name("kernels.c")
 # no -ffast-math and no contraction into fused multiply-adds: every sum rounds as numpy's does
 FLAGS = ["-O2", "-ffp-contract=off", "-fno-fast-math"]
 
-_lib = None
-_failed = False
 
-
-def _build() -> pathlib.Path | None:
-    from scalgraph.runtime.native_build import build_shared_library
-    return build_shared_library(SOURCE, "trace-kernels", "libsgtrace.so", FLAGS)
-
-
+@functools.lru_cache(maxsize=None)
 def library():
     """The loaded kernel, or None when it cannot be built (no C compiler)."""
-    global _lib, _failed
-    if _lib is None and not _failed:
-        path = _build()
-        if path is None:
-            _failed = True
-            return None
-        lib = ctypes.CDLL(str(path))
-        lib.sg_retime_rounds.argtypes = [ctypes.c_int64, ctypes.c_void_p, ctypes.c_int64] + [ctypes.c_void_p] * 11
-        lib.sg_retime_rounds.restype = ctypes.c_int64
-        lib.sg_interval_bounds.argtypes = [ctypes.c_int64] + [ctypes.c_void_p] * 7
-        lib.sg_interval_bounds.restype = None
-        lib.sg_interval_profiles.argtypes = ([ctypes.c_int64] + [ctypes.c_void_p] * 6 + [ctypes.c_int64]
-                                             + [ctypes.c_void_p] * 3 + [ctypes.c_int64] + [ctypes.c_void_p] * 6)
-        lib.sg_interval_profiles.restype = ctypes.c_int64
-        lib.sg_match_regions.argtypes = [ctypes.c_int64, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64] + \
-            [ctypes.c_void_p] * 5
-        lib.sg_match_regions.restype = ctypes.c_int64
-        lib.sg_split_records.argtypes = [ctypes.c_int64, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64,
-                                         ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
-        lib.sg_split_records.restype = None
-        _lib = lib
-    return _lib
+    path = build_shared_library(SOURCE, "trace-kernels", "libsgtrace.so", FLAGS)
+    if path is None:
+        return None
+    lib = ctypes.CDLL(str(path))
+    lib.sg_retime_rounds.argtypes = [ctypes.c_int64, ctypes.c_void_p, ctypes.c_int64] + [ctypes.c_void_p] * 11
+    lib.sg_retime_rounds.restype = ctypes.c_int64
+    lib.sg_interval_bounds.argtypes = [ctypes.c_int64] + [ctypes.c_void_p] * 7
+    lib.sg_interval_bounds.restype = None
+    lib.sg_interval_profiles.argtypes = ([ctypes.c_int64] + [ctypes.c_void_p] * 6 + [ctypes.c_int64]
+                                         + [ctypes.c_void_p] * 3 + [ctypes.c_int64] + [ctypes.c_void_p] * 6)
+    lib.sg_interval_profiles.restype = ctypes.c_int64
+    lib.sg_match_regions.argtypes = [ctypes.c_int64, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64] + \
+        [ctypes.c_void_p] * 5
+    lib.sg_match_regions.restype = ctypes.c_int64
+    lib.sg_split_records.argtypes = [ctypes.c_int64, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64,
+                                     ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
+    lib.sg_split_records.restype = None
+    return lib
 
 
 def retime_rounds(first_pos, todo, new_a, a_group, a_par, a_entpos, e_lo, e_len, ps_off, ps_group, remaining,
