@@ -361,7 +361,10 @@ void sg_trace_sample(const struct sg_thread *t, uint32_t vertex) {
 }
 
 void sg_trace_function(struct sg_thread *t, int kind, uint32_t vertex) {
-    if (t != traced_ || (nfilter_ && filtered(vertex)))
+    /* Not inside an MPI call: the library may call back into the program's functions (a user-defined
+     * reduction, an error handler), and the call's own ENTER is written when it returns, with its start
+     * time, so a callback's events would come first and the rank's times would run backwards (hypre). */
+    if (t != traced_ || t->in_mpi || (nfilter_ && filtered(vertex)))
         return;
     uint64_t now = sg_now_ns();
     if (throttle_calls_ == 0) {

@@ -315,3 +315,56 @@ def test_polling_trace_is_bounded_by_communication(tmp_path):
     late = [(i["rank"], i["seconds"]) for i in rep["instances"] if i["pattern"] == "Late Sender"]
     assert late and all(r == 0 for r, _ in late), late          # rank 0 waits for the polls to end
     assert rep["events"] == sum(len(e) for e in trace.events)
+
+
+USER_OP_PROGRAM = r"""
+#include <mpi.h>
+#include <stdio.h>
+/* a user-defined reduction: MPI calls back into this (instrumented) function inside MPI_Allreduce */
+__attribute__((noinline)) static void maxabs(void *in, void *inout, int *len, MPI_Datatype *type)
+{
+    double *a = in, *b = inout;
+    for (int i = 0; i < *len; i++) {
+        double x = a[i] < 0 ? -a[i] : a[i], y = b[i] < 0 ? -b[i] : b[i];
+        b[i] = x > y ? x : y;
+    }
+}
+int main(int argc, char **argv)
+{
+    int rank;
+    MPI_Init(&argc, &argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Op op;
+    MPI_Op_create(maxabs, 1, &op);
+    double v = -1.0 - rank, r = 0.0;
+    for (int i = 0; i < 20; i++)
+        MPI_Allreduce(&v, &r, 1, MPI_DOUBLE, op, MPI_COMM_WORLD);
+    MPI_Op_free(&op);
+    if (rank == 0)
+        printf("%g\n", r);
+    MPI_Finalize();
+    return 0;
+}
+"""
+
+
+def test_callbacks_from_inside_an_mpi_call_keep_the_trace_in_order(tmp_path):
+    """hypre (LLNL AMG) reduces with its own MPI_Op: the library calls the program's function inside
+    MPI_Allreduce, whose ENTER the shim writes when the call returns; the callback's events were written
+    first and the rank's times ran backwards, so the trace could not be converted.  Events of calls made
+    from inside MPI are not recorded (their time is the MPI call's)."""
+    from scalgraph.io.trace_shim import read_shim_trace
+    from scalgraph.trace.validate import check_trace
+    require_parts("cg")
+    src = tmp_path / "userop.c"
+    src.write_text(USER_OP_PROGRAM)
+    exe = tmp_path / "userop"
+    sgcc_build(src, exe)
+    res = run_traced(exe, tmp_path / "out")
+    assert res.stdout.strip() == str(P)                      # max |-(rank+1)| over the ranks
+    trace = read_shim_trace(tmp_path / "out")
+    check_trace(trace, where="the user-op trace")            # raises on times running backwards
+    for r in range(P):
+        t = trace.events[r]["time"]
+        assert np.all(np.diff(t) >= 0)
+        assert mpi_enters(trace, r, "MPI_Allreduce") == 20
