@@ -143,7 +143,7 @@ def test_source_outside_the_roots_is_not_read(tmp_path, capsys):
     secret = tmp_path / "private" / "cg.c"
     secret.parent.mkdir()
     secret.write_text("".join(f"SECRET_{n}\n" for n in range(1, 50)))
-    psg, runs, _ = syn.cg_like(scales=(2, 4))
+    psg, runs, _ = syn.cg_like(scales=(2, 4), extra=1.0)  # a cause whose excerpt the page would show
     psg.file = [str(secret)] * len(psg)
     for prof in runs.values():
         prof.psg_hash = psg.hash()
