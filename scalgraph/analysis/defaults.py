@@ -12,3 +12,8 @@ DEFAULT_MIN_SHARE = 0.05   # report causes costing at least this fraction of the
 # scale.  Beyond these a computation's excess or scaling loss is the program's, not the scheduler's.
 SHARED_CORE_ABNORM_THD = 1.6
 SHARED_CORE_DRIFT = 1.25
+
+
+def abnorm_thd_for(abnorm_thd: float, cores_shared: bool) -> float:
+    """The AbnormThd a computation's excess is judged by (detect and the trace verdict alike)."""
+    return max(abnorm_thd, SHARED_CORE_ABNORM_THD) if cores_shared else abnorm_thd

@@ -53,7 +53,7 @@ from scalgraph.analysis.abnormal import (DEFAULT_ABNORM_THD, SAMPLING_SIGMAS, Ab
 from scalgraph.analysis.backtrack import backtrack_all
 from scalgraph.analysis.causes import Cause, compute_start_cause, keep_costliest, path_cause
 from scalgraph.analysis.constructs import Constructs, constructs, contexts
-from scalgraph.analysis.defaults import DEFAULT_MIN_SHARE, SHARED_CORE_ABNORM_THD, SHARED_CORE_DRIFT
+from scalgraph.analysis.defaults import DEFAULT_MIN_SHARE, SHARED_CORE_DRIFT, abnorm_thd_for
 from scalgraph.analysis.evidence_notes import evidence_notes, thin_evidence, typical_samples
 from scalgraph.analysis.merge import cluster_means, cluster_ranks, merge_ranks
 from scalgraph.analysis.mpi_cost import compute_stretch, oversubscribed, own_cause_rules, volume_per_rank
@@ -221,20 +221,15 @@ def analyse(psg: PSG, profiles: Mapping[int, RunProfile], abnorm_thd: float = DE
     multi = len(scales) >= 2
     loss_total = scaling_loss(scales, y_total, weak)[:, -1] if multi else np.zeros(nc)
     loss_own = scaling_loss(scales, y_own, weak)[:, -1] if multi else np.zeros(nc)
-    # a loss within the sampling error of the two measurements it compares is no loss
+    shared = sm.oversubscribed[scales[-1]]
     if multi:
+        # a loss within the sampling error of the two measurements it compares is no loss; with ranks
+        # sharing cores, a computation's loss counts beyond what time-sharing can fake (defaults.py)
         ratio = 1.0 if weak else scales[0] / scales[-1]
         loss_noise = SAMPLING_SIGMAS * np.hypot(sm.y_se[:, -1], ratio * sm.y_se[:, 0])
-        loss_total = np.where(loss_total > loss_noise, loss_total, 0.0)
-        loss_own = np.where(loss_own > loss_noise, loss_own, 0.0)
-    # ranks sharing cores: a computation's loss counts beyond what time-sharing can fake (defaults.py)
-    shared = sm.oversubscribed[scales[-1]]
-    if multi and shared:
-        ratio = 1.0 if weak else scales[0] / scales[-1]
-        loss_total = np.where(is_mpi, loss_total,
-                              np.maximum(loss_total - (SHARED_CORE_DRIFT - 1.0) * ratio * y_total[:, 0], 0.0))
-        loss_own = np.where(is_mpi, loss_own,
-                            np.maximum(loss_own - (SHARED_CORE_DRIFT - 1.0) * ratio * y_own[:, 0], 0.0))
+        drift = np.where(is_mpi, 0.0, (SHARED_CORE_DRIFT - 1.0) * ratio if shared else 0.0)
+        loss_total = np.maximum(np.where(loss_total > loss_noise, loss_total, 0.0) - drift * y_total[:, 0], 0.0)
+        loss_own = np.maximum(np.where(loss_own > loss_noise, loss_own, 0.0) - drift * y_own[:, 0], 0.0)
     # an MPI call is its own cause only by what the scheduler cannot fake (mpi_cost.py)
     rules = own_cause_rules(scales, sm.vol_bytes, sm.vol_calls, y_own, floor, sm.oversubscribed[scales[-1]])
     grows = np.array([bool(x) for x in rules], dtype=bool)
@@ -259,7 +254,7 @@ def analyse(psg: PSG, profiles: Mapping[int, RunProfile], abnorm_thd: float = DE
     noise = noise_of_samples(big.samples, is_mpi, float(prof.meta.get("hz") or 0.0))
 
     # ranks sharing cores differ by more than AbnormThd doing identical work (defaults.py)
-    excess_thd = max(abnorm_thd, SHARED_CORE_ABNORM_THD) if shared else abnorm_thd
+    excess_thd = abnorm_thd_for(abnorm_thd, shared)
 
     @lru_cache(maxsize=None)
     def exact_excess(c: int, r: int) -> float | None:

@@ -105,11 +105,10 @@ def cpu_evidence(trace, path: str):
     if stretch >= 1.05:
         note += (f"; a rank's computation took {stretch:.2g}x its thread-CPU in wall time (cores shared with other ranks or jobs), "
                  "by which thread-CPU is scaled before it is compared with the run time")
-    from scalgraph.analysis.defaults import SHARED_CORE_ABNORM_THD
+    from scalgraph.analysis.defaults import abnorm_thd_for
     from scalgraph.trace.verdict import ABNORMAL_RATIO
-    ratio = max(ABNORMAL_RATIO, SHARED_CORE_ABNORM_THD) if shared else ABNORMAL_RATIO
     return CpuEvidence(cpu, note, {"run_dir": str(run_dir), "time_shared": shared, "stretch": stretch},
-                       stretch=stretch, ratio=ratio), None
+                       stretch=stretch, ratio=abnorm_thd_for(ABNORMAL_RATIO, shared)), None
 
 
 def psg_spans(trace, path: str) -> dict | None:
