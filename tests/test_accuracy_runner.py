@@ -357,3 +357,25 @@ def test_a_plant_can_be_moved_to_another_rank_and_resized(tmp_path):
     assert ra.varied_plant(prog, None, 1.0) == prog
     with pytest.raises(ra.UserError):
         ra.varied_plant(prog, -1, 1.0)
+
+
+def test_run_repeat_asks_scalgraph_run_for_the_median_of_k_runs(tmp_path, monkeypatch):
+    """--run-repeat K records each scale K times (`scalgraph run --repeat K`) and allows K times as long."""
+    calls = []
+
+    def fake_scalgraph(tools, args, cwd, timeout):
+        calls.append((args, timeout))
+        return subprocess.CompletedProcess(args, 0, "", "")
+
+    monkeypatch.setattr(ra, "scalgraph", fake_scalgraph)
+    prog = ra.load_manifest(RUNNER.parent / "programs.toml")[0]
+    built = ra.Built(tmp_path / "a.out", tmp_path, None)
+    for k in (1, 3):
+        assert ra.record(ra.Setup(None, [2, 4, 8], 10.0, k), prog, built, tmp_path / f"exp{k}", traced=False) is None
+    (once, t1), (thrice, t3) = calls
+    assert "--repeat" not in once and thrice[thrice.index("--repeat") + 1] == "3"
+    assert thrice[thrice.index("--"):] == once[once.index("--"):]                  # the same program and args
+    assert t3 - 300 == 3 * (t1 - 300) == 3 * 10.0 * 3
+    res = subprocess.run([sys.executable, str(RUNNER), "--sources", str(tmp_path), "--run-repeat", "0"],
+                         capture_output=True, text=True, timeout=60)
+    assert res.returncode != 0 and "--run-repeat must be at least 1" in res.stderr and "Traceback" not in res.stderr
