@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from scalgraph.trace import critical_path, delay, native, retime
+from scalgraph.trace import clock, critical_path, delay, native, retime
 from scalgraph.trace.forward import build_context, forward_replay
 from scalgraph.errors import UserError
 from scalgraph.trace.matching import callpath_names, flatten, match_regions
@@ -160,3 +160,50 @@ def test_the_c_record_split_gives_numpys_columns(monkeypatch):
     for name in fast.ev:
         assert fast.ev[name].tobytes() == slow.ev[name].tobytes(), name
     assert len(fast.ev) == sum(len(e) for e in trace.events) and np.isfinite(fast.ev["time"]).all()
+
+
+def skewed_cases():
+    """Skewed traces for the clock correction: the random program with per-rank offsets (receives
+    before their sends, collectives' exits before their enters) and the property tests' simulated
+    programs with offsets and drifts."""
+    from test_trace_clock_props import inject, simulate
+    rng = np.random.default_rng(11)
+    for seed in range(3):
+        tr = random_program(nranks=6, iters=40, seed=seed).build()
+        for ev, off in zip(tr.events, rng.uniform(-4e-5, 4e-5, tr.nranks)):
+            ev["time"] += off
+        yield tr
+    for seed in range(4):
+        yield inject(simulate(5, 30, seed), [0, 3e-5, -4e-5, 1e-5, 2e-6], [0, 2e-4, -1e-4, 0, 5e-5])
+
+
+def test_the_c_clock_rounds_give_the_numpy_rounds_bit_for_bit(monkeypatch):
+    """clock._forward_rounds with the C rounds and with the numpy rounds: the same times and jumps
+    bit for bit, also when the rounds are cut short (both give up: the caller falls back), and the
+    whole correction the same with the kernel as without it."""
+    if native.library() is None:
+        pytest.skip("no C compiler")
+    p = clock.ClockParams()
+    jumps = rounds_cut = 0
+    for tr in skewed_cases():
+        flat = flatten(tr)
+        lm = clock.logical_messages(tr, p, flat)
+        t = flat.ev["time"].astype(float)
+        for max_rounds in (clock.MAX_ROUNDS, 2, 0):
+            fast = clock._forward_rounds(t, flat, lm, p, max_rounds=max_rounds)
+            slow = clock._forward_rounds(t, flat, lm, p, max_rounds=max_rounds, use_native=False)
+            assert (fast is None) == (slow is None)
+            if fast is None:
+                rounds_cut += 1
+                continue
+            assert fast[0].tobytes() == slow[0].tobytes()
+            assert fast[1] == slow[1]
+            jumps += len(fast[1]) if max_rounds == clock.MAX_ROUNDS else 0
+        fast_tr, fast_rep = clock.correct_clocks(tr, p)
+        with monkeypatch.context() as m:
+            m.setattr(native, "clock_rounds", lambda *a, **k: None)
+            slow_tr, slow_rep = clock.correct_clocks(tr, p)
+        assert fast_rep.corrected and fast_rep.jumps == slow_rep.jumps > 0
+        for a, b in zip(fast_tr.events, slow_tr.events):
+            assert a["time"].tobytes() == b["time"].tobytes()
+    assert jumps > 50 and rounds_cut >= 7            # real corrections compared, and the give-up path

@@ -44,7 +44,7 @@ import numpy as np
 
 from scalgraph.errors import UserError
 from scalgraph.model import trace as tm
-from scalgraph.trace import matching, mpi_names
+from scalgraph.trace import matching, mpi_names, native
 
 # Kinds of logical message, for the report.
 P2P, BARRIER, NXN, ONE_TO_N, N_TO_ONE, SCAN, INIT_FINALIZE = range(7)
@@ -453,7 +453,8 @@ def _ranges(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
     return np.cumsum(out)
 
 
-def _forward_rounds(t: np.ndarray, flat, lm: LogicalMessages, p: ClockParams, max_rounds: int = MAX_ROUNDS):
+def _forward_rounds(t: np.ndarray, flat, lm: LogicalMessages, p: ClockParams, max_rounds: int = MAX_ROUNDS,
+                    use_native: bool = True):
     n = len(t)
     off = flat.offsets
     nonempty = [(int(a), int(b)) for a, b in zip(off[:-1], off[1:]) if b > a]
@@ -467,16 +468,38 @@ def _forward_rounds(t: np.ndarray, flat, lm: LogicalMessages, p: ClockParams, ma
     order = np.argsort(lm.recv_evt, kind="stable")
     r_evt, r_set = lm.recv_evt[order], lm.recv_set[order]
     uniq, first = np.unique(r_evt, return_index=True)
-    set_max = _SegmentMax(lm.set_ptr)
-    need_max = _SegmentMax(np.append(first, len(r_set)).astype(np.int64))
     rank_of_uniq = flat.rank[uniq] if len(uniq) else np.zeros(0, np.int32)
     floor = t.copy()
     c = np.empty(n)
     need = np.full(len(uniq), -np.inf)
-    nr = len(off) - 1
+    rounds = native.clock_rounds(off, t, acc, floor, c, lm.set_ptr, lm.set_members, lm.set_lmin, uniq,
+                                 np.append(first, len(r_set)), r_set, rank_of_uniq, need,
+                                 max_rounds) if use_native else None
+    if rounds is None:                                 # no C compiler: the same rounds in numpy
+        rounds = _rounds_numpy(t, off, acc, floor, c, lm, uniq, first, r_set, rank_of_uniq, need, max_rounds)
+    if rounds < 0:
+        return None
+    # the jumps: receives whose need exceeded the local recurrence C^loc
+    if len(uniq) == 0:
+        return c, []
+    prev = np.maximum(uniq - 1, 0)
+    is_first = np.isin(uniq, off[:-1])
+    c_loc = np.where(is_first, t[uniq], np.maximum(t[uniq], c[prev] + step[uniq]))
+    jump = need > c_loc
+    g = uniq[jump]
+    return c, list(zip(g.tolist(), (need[jump] - c_loc[jump]).tolist(), c_loc[jump].tolist()))
+
+
+def _rounds_numpy(t, off, acc, floor, c, lm: LogicalMessages, uniq, first, r_set, rank_of_uniq, need,
+                  max_rounds: int) -> int:
+    """The fixed-point rounds, in place on floor, c and need: each round recomputes every rank from
+    its first receive whose need grew, then every receive's need.  Returns the rounds run, -1 when
+    the needs still grew after max_rounds + 1 of them (native.clock_rounds does the same in C)."""
+    set_max = _SegmentMax(lm.set_ptr)
+    need_max = _SegmentMax(np.append(first, len(r_set)).astype(np.int64))
     start = off[:-1].copy()                            # per rank: first event to recompute (end: clean)
     ends = off[1:]
-    for _ in range(max_rounds + 1):
+    for k in range(max_rounds + 1):
         for r in np.flatnonzero(start < ends).tolist():
             a, b = int(start[r]), int(ends[r])
             base = acc[a:b]
@@ -488,28 +511,18 @@ def _forward_rounds(t: np.ndarray, flat, lm: LogicalMessages, p: ClockParams, ma
             seg += base
             np.maximum(seg, floor[a:b], out=seg)           # A + (F - A) can round below F
         if len(uniq) == 0:
-            break
+            return k + 1
         set_val = set_max(c[lm.set_members]) + lm.set_lmin
         new = need_max(set_val[r_set])
         changed = np.flatnonzero(new > need)
         if len(changed) == 0:
-            break
+            return k + 1
         need[changed] = new[changed]
         g = uniq[changed]
         floor[g] = np.maximum(t[g], need[changed])
         start = ends.copy()
         np.minimum.at(start, rank_of_uniq[changed], g)   # changed receives are sorted: first per rank wins
-    else:
-        return None
-    # the jumps: receives whose need exceeded the local recurrence C^loc
-    if len(uniq) == 0:
-        return c, []
-    prev = np.maximum(uniq - 1, 0)
-    is_first = np.isin(uniq, off[:-1])
-    c_loc = np.where(is_first, t[uniq], np.maximum(t[uniq], c[prev] + step[uniq]))
-    jump = need > c_loc
-    g = uniq[jump]
-    return c, list(zip(g.tolist(), (need[jump] - c_loc[jump]).tolist(), c_loc[jump].tolist()))
+    return -1
 
 
 def _forward_events(t: np.ndarray, flat, lm: LogicalMessages, p: ClockParams):

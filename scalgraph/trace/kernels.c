@@ -232,3 +232,63 @@ void sg_split_records(int64_t n, const uint8_t *rec, int64_t itemsize, int64_t n
         }
     }
 }
+
+/* The clock correction's forward amortisation (clock.py, `_forward_rounds`): the same fixed-point
+ * rounds, each round recomputing every rank from its first receive whose need grew (start[r]) with
+ * the closed form C_i = max(A_i + cummax_j(F_j - A_j), F_j), then every receive's need from its
+ * sender sets.  The rounds and their restart points are numpy's, so the values are too (the
+ * restart at event a continues from C_{a-1} - A_{a-1}, which is not always the running maximum's
+ * bits).  need, floor_ (F) and c are updated in place; start and set_val are scratch.  Returns the
+ * number of rounds, or -1 when the needs still grew after max_rounds + 1 of them. */
+int64_t sg_clock_rounds(int64_t nranks, const int64_t *off, const double *t, const double *acc, double *floor_,
+                        double *c, int64_t nsets, const int64_t *set_ptr, const int64_t *set_members,
+                        const double *set_lmin, int64_t nuniq, const int64_t *uniq, const int64_t *first,
+                        const int64_t *r_set, const int64_t *rank_of_uniq, double *need, int64_t max_rounds,
+                        double *set_val, int64_t *start)
+{
+    for (int64_t r = 0; r < nranks; r++)
+        start[r] = off[r];
+    for (int64_t round = 0; round <= max_rounds; round++) {
+        for (int64_t r = 0; r < nranks; r++) {
+            int64_t a = start[r], b = off[r + 1];
+            if (a >= b)
+                continue;
+            double m = floor_[a] - acc[a];
+            if (a > off[r]) {             /* Python's max(seg[0], prev): prev only when above */
+                double prev = c[a - 1] - acc[a - 1];
+                if (prev > m) m = prev;
+            }
+            c[a] = np_max(m + acc[a], floor_[a]);
+            for (int64_t i = a + 1; i < b; i++) {
+                m = np_max(m, floor_[i] - acc[i]);
+                c[i] = np_max(m + acc[i], floor_[i]);
+            }
+        }
+        if (nuniq == 0)
+            return round + 1;
+        for (int64_t s = 0; s < nsets; s++) {
+            double v = c[set_members[set_ptr[s]]];
+            for (int64_t k = set_ptr[s] + 1; k < set_ptr[s + 1]; k++)
+                v = np_max(v, c[set_members[k]]);
+            set_val[s] = v + set_lmin[s];
+        }
+        for (int64_t r = 0; r < nranks; r++)
+            start[r] = off[r + 1];
+        int changed = 0;
+        for (int64_t u = 0; u < nuniq; u++) {
+            double v = set_val[r_set[first[u]]];
+            for (int64_t k = first[u] + 1; k < first[u + 1]; k++)
+                v = np_max(v, set_val[r_set[k]]);
+            if (v > need[u]) {
+                int64_t g = uniq[u], r = rank_of_uniq[u];
+                need[u] = v;
+                floor_[g] = np_max(t[g], v);
+                if (g < start[r]) start[r] = g;
+                changed = 1;
+            }
+        }
+        if (!changed)
+            return round + 1;
+    }
+    return -1;
+}

@@ -9,7 +9,9 @@ values bit for bit; the numpy versions stay the fallback where no C compiler is 
 - match_regions: one location's ENTER/EXIT pairs and owners with a stack (matching._match_rank_numpy
   sorts the events by nesting level and searches them).
 - split_records: packed event records into columns in one pass (numpy copies one strided field at
-  a time, each pass touching every record)."""
+  a time, each pass touching every record).
+- clock_rounds: the clock correction's forward fixed-point rounds (clock._forward_rounds recomputes
+  each rank with a handful of numpy calls per round, and every sender set and receive)."""
 from __future__ import annotations
 
 import ctypes
@@ -45,6 +47,10 @@ def library():
     lib.sg_split_records.argtypes = [ctypes.c_int64, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64,
                                      ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
     lib.sg_split_records.restype = None
+    lib.sg_clock_rounds.argtypes = ([ctypes.c_int64] + [ctypes.c_void_p] * 5 + [ctypes.c_int64] + [ctypes.c_void_p] * 3
+                                    + [ctypes.c_int64] + [ctypes.c_void_p] * 5 + [ctypes.c_int64]
+                                    + [ctypes.c_void_p] * 2)
+    lib.sg_clock_rounds.restype = ctypes.c_int64
     return lib
 
 
@@ -127,3 +133,25 @@ def split_records(records: np.ndarray, outs: dict) -> bool:
     lib.sg_split_records(len(records), records.ctypes.data, records.dtype.itemsize, len(names), off.ctypes.data,
                          size.ctypes.data, ptrs)
     return True
+
+
+def clock_rounds(off, t, acc, floor, c, set_ptr, set_members, set_lmin, uniq, first, r_set, rank_of_uniq, need,
+                 max_rounds: int) -> int | None:
+    """clock._forward_rounds' fixed-point rounds in place on floor, c and need (float64, contiguous):
+    the number of rounds run, -1 when they did not settle, or None without the kernel."""
+    lib = library()
+    if lib is None:
+        return None
+    for a in (floor, c, need):                       # written in place
+        if a.dtype != np.float64 or not a.flags.c_contiguous:
+            raise TypeError("clock rounds: floor, c and need must be contiguous float64")
+    off, set_ptr, set_members, uniq, first, r_set, rank_of_uniq = (
+        np.ascontiguousarray(a, np.int64) for a in (off, set_ptr, set_members, uniq, first, r_set, rank_of_uniq))
+    t, acc, set_lmin = (np.ascontiguousarray(a, np.float64) for a in (t, acc, set_lmin))
+    nranks, nsets = len(off) - 1, len(set_ptr) - 1
+    set_val, start = np.empty(nsets), np.empty(nranks, np.int64)
+    return int(lib.sg_clock_rounds(nranks, off.ctypes.data, t.ctypes.data, acc.ctypes.data, floor.ctypes.data,
+                                   c.ctypes.data, nsets, set_ptr.ctypes.data, set_members.ctypes.data,
+                                   set_lmin.ctypes.data, len(uniq), uniq.ctypes.data, first.ctypes.data,
+                                   r_set.ctypes.data, rank_of_uniq.ctypes.data, need.ctypes.data, int(max_rounds),
+                                   set_val.ctypes.data, start.ctypes.data))
