@@ -227,6 +227,33 @@ def test_an_experiments_smaller_scale_gets_the_fix_diagnosed_at_the_largest():
     assert "p=2: 2 s of 3.1 s" in whatif_line(causes[0])
 
 
+def test_a_loop_every_rank_runs_keeps_its_scaling_at_the_smaller_scale():
+    """balanced-like: every rank runs the loop, superlinear (1.0 s per rank at 4 ranks, 2.8 s at 2,
+    not 2.0); at 4 ranks the last half of rank 3's block has twice the work per cell (1.5 s), at 2
+    ranks that half block is the last quarter of rank 1's (2.8 + 0.7 = 3.5 s).  The extra is 1/9 of
+    the loop's time summed over the ranks at both scales (0.5 of 4.5, 0.7 of 6.3).  Fixed, every
+    rank enters the Allreduce at the typical rank's time, 1.0 and 2.8, and leaves 0.1 s later: the
+    run goes from 1.6 to 1.1 at 4 ranks and from 3.6 to 2.9 at 2, gains of 0.5 and 0.7.  The former
+    rule carried the typical rank of 4 ranks to 2 as ideal strong scaling would (1.0 x 4/2 = 2.0)
+    and cut both ranks' loop to it: 3.6 -> 2.1, a gain of 1.5."""
+    from scalgraph.trace.retime import add_whatif, whatif_at_scales
+
+    def trace(loops):
+        b = Builder(len(loops))
+        for r, t in enumerate(loops):
+            b.enter(r, 0, "main").work(r, 0, t, "loop").coll(r, t, max(loops) + 0.1, "MPI_Allreduce")
+            b.exit(r, max(loops) + 0.1, "main")
+        return b.build()
+
+    fwd = forward_replay(build_context(trace([1.0, 1.0, 1.0, 1.5])))
+    causes = [{"callpaths": ["main/loop"], "file": "balanced.c", "line": 19}]
+    add_whatif(causes, fwd)
+    w = causes[0]["whatif"]
+    assert w["gain"] == pytest.approx(0.5) and w["extra_share"] == pytest.approx(1 / 9)
+    whatif_at_scales(causes, {2: trace([2.8, 3.5])}, 4)
+    assert w["by_scale"]["2"] == {"gain": pytest.approx(0.7), "run_length": pytest.approx(3.6)}
+
+
 @pytest.mark.parametrize("seed", range(6))
 def test_random_hybrid_traces_nothing_fixed_keeps_them_and_a_fix_never_lengthens(seed):
     """Random MPI + OpenMP traces (threads as locations, team barriers as collectives): with nothing

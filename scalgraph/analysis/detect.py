@@ -219,17 +219,10 @@ def analyse(psg: PSG, profiles: Mapping[int, RunProfile], abnorm_thd: float = DE
     fits = fit_models(scales, y_total, reps=sm.y_reps, se=sm.y_se)
     fits_max = fit_models(scales, y_max, se=sm.y_max_se)
     multi = len(scales) >= 2
-    loss_total = scaling_loss(scales, y_total, weak)[:, -1] if multi else np.zeros(nc)
-    loss_own = scaling_loss(scales, y_own, weak)[:, -1] if multi else np.zeros(nc)
     shared = sm.oversubscribed[scales[-1]]
-    if multi:
-        # a loss within the sampling error of the two measurements it compares is no loss; with ranks
-        # sharing cores, a computation's loss counts beyond what time-sharing can fake (defaults.py)
-        ratio = 1.0 if weak else scales[0] / scales[-1]
-        loss_noise = SAMPLING_SIGMAS * np.hypot(sm.y_se[:, -1], ratio * sm.y_se[:, 0])
-        drift = np.where(is_mpi, 0.0, (SHARED_CORE_DRIFT - 1.0) * ratio if shared else 0.0)
-        loss_total = np.maximum(np.where(loss_total > loss_noise, loss_total, 0.0) - drift * y_total[:, 0], 0.0)
-        loss_own = np.maximum(np.where(loss_own > loss_noise, loss_own, 0.0) - drift * y_own[:, 0], 0.0)
+    loss_total = counted_loss(sm, y_total, is_mpi, weak)[:, -1]
+    own_losses = counted_loss(sm, y_own, is_mpi, weak)      # every scale's: the what-if removes them
+    loss_own = own_losses[:, -1]
     # an MPI call is its own cause only by what the scheduler cannot fake (mpi_cost.py)
     rules = own_cause_rules(scales, sm.vol_bytes, sm.vol_calls, y_own, floor, sm.oversubscribed[scales[-1]])
     grows = np.array([bool(x) for x in rules], dtype=bool)
@@ -323,13 +316,10 @@ def analyse(psg: PSG, profiles: Mapping[int, RunProfile], abnorm_thd: float = DE
                                       "calls": {str(p): float(sm.vol_calls[c, i]) for i, p in enumerate(scales)}}
     shown_ns = non_scalable[:top * 2]
 
-    def ideal_share(c: int, p: int) -> float:
-        """a construct's ideal own time per rank at p: the smallest scale's, shared out (strong) or kept (weak)"""
-        return float(y_own[c, 0]) * (1.0 if weak else scales[0] / p)
-
+    column = {p: j for j, p in enumerate(scales)}
     whatif = predict_fixed(psg, cons, sm.rank_times, [x.construct for x in ranked],
-                           scaling_loss_of=lambda c: bool(loss_total[c] >= floor > 0), ideal_of=ideal_share,
-                           run_times=times, weak=weak) if ranked else []
+                           scaling_loss_of=lambda c: bool(loss_total[c] >= floor > 0),
+                           loss_of=lambda c, p: float(own_losses[c, column[p]]), run_times=times) if ranked else []
     return {
         "scales": scales,
         "run_time": {str(p): times[p] for p in scales},
@@ -350,6 +340,23 @@ def analyse(psg: PSG, profiles: Mapping[int, RunProfile], abnorm_thd: float = DE
         "thread_abnormal": [thread_abnormal_entry(psg, a) for a in
                             thread_abnormal(psg, cons, prof, abnorm_thd, comp_floor, startup_v)[:top * 2]],
     }
+
+
+def counted_loss(sm: ScaleSummary, y: np.ndarray, is_mpi: np.ndarray, weak: bool) -> np.ndarray:
+    """[C x n] scaling loss per rank at each scale (scaling.py: the merged time beyond the ideal from
+    the smallest scale, so none there), as detect counts it: a loss within the sampling error of the
+    two measurements it compares is no loss; with ranks sharing cores at that scale, a computation's
+    loss counts beyond what time-sharing can fake (defaults.py)."""
+    scales = sm.scales
+    if len(scales) < 2:
+        return np.zeros_like(y)
+    loss = scaling_loss(scales, y, weak)
+    for j, p in enumerate(scales):
+        ratio = 1.0 if weak else scales[0] / p
+        noise = SAMPLING_SIGMAS * np.hypot(sm.y_se[:, j], ratio * sm.y_se[:, 0])
+        drift = np.where(is_mpi, 0.0, (SHARED_CORE_DRIFT - 1.0) * ratio if sm.oversubscribed[p] else 0.0)
+        loss[:, j] = np.maximum(np.where(loss[:, j] > noise, loss[:, j], 0.0) - drift * y[:, 0], 0.0)
+    return loss
 
 
 def infer_weak(scales: list[int], y_total: np.ndarray, not_computation: np.ndarray) -> tuple[bool, list[str]]:

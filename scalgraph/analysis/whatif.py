@@ -1,10 +1,12 @@
 """What-if, profile mode: the run time each reported root cause would leave if it were fixed.
 
 A cause is fixed by removing its excess: on every rank its own time is brought down to the median
-rank's (the imbalance that made others wait), or, for a construct whose time does not shrink as it
-should with p (a scaling loss), to its ideal share of the smallest scale's time (strong scaling:
-T(p0) p0 / p; weak: T(p0)).  The fix is the one the diagnosis asks for at the largest scale P: the typical rank's
-time there, carried to each scale as ideal scaling would, is a ceiling at every scale (predict_fixed).
+rank's (the imbalance that made others wait), and, for a construct whose time does not shrink as it
+should with p, a further scaling loss below it: the loss detect measures at that scale against the
+ideal from the smallest scale (strong: T(p0) p0 / p; weak: T(p0)), so none at the smallest scale.
+The fix is the one the diagnosis asks for at the largest scale P: the share of the cause's time the
+late ranks had there beyond the typical rank is removed at every scale, also where every rank runs
+the cause (model/fix.py, predict_fixed).
 The change then travels along the dependences the way the profile sees them: a rank's busy time B_r is
 its own time (computation and the MPI work that is not waiting), W_r its waiting; the run is as long
 as its longest rank, B_r + W_r.  Removing x_r from each rank, a rank still waits for the busiest rank
@@ -37,6 +39,7 @@ import numpy as np
 from scalgraph.analysis.constructs import Constructs
 from scalgraph.analysis.scaling import fit_models
 from scalgraph.analysis.segments import measured
+from scalgraph.model.fix import extra_share, fix_level, typical
 from scalgraph.model.profile import RunProfile
 from scalgraph.model.psg import MPI, PSG
 
@@ -66,20 +69,15 @@ def gain_with_waiting(busy: np.ndarray, wait: np.ndarray, removal: np.ndarray) -
     return float(max((busy + wait).max() - (left + still).max(), 0.0))
 
 
-def removal_per_rank(own_c: np.ndarray, ideal: float | None, typical: np.ndarray | None = None) -> np.ndarray:
-    """[R] seconds a fix removes from each rank: the excess over the (lower) median rank, or, for a construct
-    with a scaling loss (`ideal` given), everything above its ideal share, or everything above
-    `typical` ([R], the typical rank's time where the cause was diagnosed, carried to this scale),
-    whichever is larger."""
+def removal_per_rank(own_c: np.ndarray, level: np.ndarray | float | None = None) -> np.ndarray:
+    """[R] seconds a fix removes from each rank: the excess over the (lower) median rank, or everything
+    above `level` ([R] or one value: the level the fix brings every rank down to, model/fix.py, less
+    a scaling loss), whichever is larger."""
     if own_c.size == 0:
         return own_c
-    # the lower median: with an even count (2 ranks above all) the mean of the middle pair would
-    # keep half of a lone late rank's excess
-    out = np.maximum(own_c - np.quantile(own_c, 0.5, method="lower"), 0.0)
-    if ideal is not None:
-        out = np.maximum(out, own_c - ideal)
-    if typical is not None:
-        out = np.maximum(out, own_c - typical)
+    out = np.maximum(own_c - typical(own_c), 0.0)
+    if level is not None:
+        out = np.maximum(out, own_c - level)
     return np.maximum(out, 0.0)
 
 
@@ -154,18 +152,17 @@ def nested_constructs(psg: PSG, cons: Constructs, c: int) -> list[int]:
 
 
 def predict_fixed(psg: PSG, cons: Constructs, per_scale: Mapping[int, RankTimes], constructs_: Sequence[int],
-                  scaling_loss_of: Callable[[int], bool], ideal_of: Callable[[int, int], float],
-                  run_times: Mapping[int, float], weak: bool = False) -> list[dict]:
+                  scaling_loss_of: Callable[[int], bool], loss_of: Callable[[int, int], float],
+                  run_times: Mapping[int, float]) -> list[dict]:
     """Per construct in `constructs_`: run time with it (and the constructs nested in its lines)
     fixed per scale, the gain, and the gain extrapolated to 2P and 4P.  `per_scale`: each scale's
-    RankTimes.  `scaling_loss_of(c)`: the construct is fixed to its ideal share; `ideal_of(c, p)`:
-    that share per rank at scale p.
+    RankTimes.  `scaling_loss_of(c)`: the construct's scaling loss is removed too; `loss_of(c, p)`:
+    that loss per rank at scale p, as detect measures it (0 at the smallest scale).
 
-    The fix is the one the diagnosis asks for at the largest scale P: every rank's time in the cause
-    brought to the typical (lower median) rank's there, carried to a scale p as ideal scaling would
-    (times P/p under strong scaling, unchanged under weak).  At a smaller scale every rank may run
-    the cause (zeusmp's boundary loop runs on both ranks at p=2, on 2 of 8 at p=8): its own median
-    then hides it, the diagnosis scale's does not."""
+    The fix is the one the diagnosis asks for at the largest scale P: the late ranks' extra there, a
+    share of the cause's time, removed at every scale (model/fix.py: at a smaller scale every rank may
+    run the cause, zeusmp's boundary loop on both ranks at p=2, on 2 of 8 at p=8, and its own median
+    then hides it), and for a scaling loss every rank brought a further loss(p) below that level."""
     groups = [nested_constructs(psg, cons, c) for c in constructs_]
     scales = sorted(per_scale)
     big = scales[-1]
@@ -174,19 +171,15 @@ def predict_fixed(psg: PSG, cons: Constructs, per_scale: Mapping[int, RankTimes]
         return rt.own[:, c] if loss else rt.own[:, groups[i]].sum(axis=1)
 
     losses = [scaling_loss_of(c) for c in constructs_]
-    typical_big = [float(np.quantile(own_of(per_scale[big], i, c, losses[i]), 0.5, method="lower"))
-                   if per_scale[big].own.shape[0] else 0.0 for i, c in enumerate(constructs_)]
+    share_big = [extra_share(own_of(per_scale[big], i, c, losses[i])) for i, c in enumerate(constructs_)]
     gains = np.zeros((len(constructs_), len(scales)))
     for j, p in enumerate(scales):
         rt = per_scale[p]
-        carry = 1.0 if weak else big / p
         for i, c in enumerate(constructs_):
-            ideal = ideal_of(c, p) if losses[i] else None
             own_g = own_of(rt, i, c, losses[i])
+            level = fix_level(own_g, share_big[i]) - (loss_of(c, p) if losses[i] else 0.0)
             stretch = rt.segment_stretch(psg, [v for d in groups[i] for v in cons.instances[d]])
-            removal = removal_per_rank(own_g * stretch,
-                                       None if ideal is None else ideal * float(np.median(stretch)),
-                                       typical_big[i] * carry * stretch)
+            removal = removal_per_rank(own_g * stretch, max(level, 0.0) * stretch)
             gains[i, j] = gain_with_waiting(rt.busy, rt.wait, removal)
     out = []
     fits = fit_models(scales, gains) if len(scales) >= 2 else None

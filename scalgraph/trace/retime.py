@@ -52,6 +52,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from scalgraph.model import trace as tm
+from scalgraph.model.fix import extra_share, fix_level, typical
 from scalgraph.trace import native, patterns
 from scalgraph.trace.forward import ReplayContext
 from scalgraph.trace.heap import returns_freed_memory
@@ -74,7 +75,7 @@ def shrink_fractions(ctx: ReplayContext, excl: np.ndarray, callpaths: list[int],
                      level: float | None = None) -> np.ndarray:
     """[R] fraction of the given call paths' exclusive time each rank loses when fixed: its time
     there brought down to the (lower) median rank's, or to `level` seconds if that is lower (the
-    typical rank's time where the cause was diagnosed, carried to this scale)."""
+    level the diagnosis scale's fix comes to at this scale, model/fix.py)."""
     cps = np.asarray(callpaths, np.int64)
     per_rank = excl[cps].sum(axis=0) if len(cps) else np.zeros(ctx.nranks)
     if per_rank.size == 0:
@@ -405,26 +406,27 @@ def _rounds_numpy(first_pos, todo, new_a, a_group, a_par, a_entpos, e_lo, e_len,
 
 
 def whatif_for_callpaths(ctx: ReplayContext, excl: np.ndarray, callpaths: list[int],
-                         level: float | None = None) -> dict:
-    """The trace-mode what-if of fixing `callpaths` (their excess over the median rank, or over
-    `level` seconds, removed)."""
-    frac = shrink_fractions(ctx, excl, callpaths, level)
-    res = retime(ctx, callpaths, frac)
-    share = res.gain / res.run_length if res.run_length > 0 else 0.0
+                         share: float | None = None) -> dict:
+    """The trace-mode what-if of fixing `callpaths`: their excess over the median rank removed, or,
+    at a scale other than the diagnosis scale, the share of their time the diagnosis removed there
+    (`share`, its `extra_share`; model/fix.py)."""
     cps = np.asarray(callpaths, np.int64)
     per_rank = excl[cps].sum(axis=0) if len(cps) else np.zeros(ctx.nranks)
-    typical = float(np.quantile(per_rank, 0.5, method="lower")) if per_rank.size else 0.0
+    frac = shrink_fractions(ctx, excl, callpaths, None if share is None else fix_level(per_rank, share))
+    res = retime(ctx, callpaths, frac)
+    gain_share = res.gain / res.run_length if res.run_length > 0 else 0.0
     return {"method": "trace re-timing", "run_length": res.run_length, "fixed_run_length": res.fixed_run_length,
-            "gain": res.gain, "gain_share": share, "typical_seconds": typical,
+            "gain": res.gain, "gain_share": gain_share, "typical_seconds": typical(per_rank),
+            "extra_share": extra_share(per_rank),
             "ranks_shortened": {str(r): float(f) for r, f in enumerate(frac.tolist()) if f > 0}}
 
 
 def whatif_at_scales(root_causes: list[dict], traces: dict, big: int, spans: dict | None = None) -> None:
     """An experiment's other traced scales (`traces`: p -> clock-corrected Trace; `big`: the scale the
     causes were diagnosed at): each cause's fix re-timed at every scale, the fix being the diagnosis
-    scale's (every rank's time in the cause's call paths brought to the typical rank's there, carried
-    to p as strong scaling would, times big/p).  At a smaller scale every rank may run the cause
-    (zeusmp's boundary loop on both ranks at p=2), and it may not be a verdict cause there at all.
+    scale's (the share of the cause's time the late ranks had there beyond the typical rank, removed
+    at p too; model/fix.py).  At a smaller scale every rank may run the cause (zeusmp's boundary loop
+    on both ranks at p=2), and it may not be a verdict cause there at all.
     Adds whatif["by_scale"] = {p: {"gain", "run_length"}}."""
     from scalgraph.trace.forward import build_context, exclusive_time
     from scalgraph.trace.matching import callpath_names
@@ -442,7 +444,7 @@ def whatif_at_scales(root_causes: list[dict], traces: dict, big: int, spans: dic
         for c in causes:
             w = c["whatif"]
             cps = fixed_callpaths(ctx, [ids[n] for n in w["fixed_callpaths"] if n in ids], spans)
-            at = whatif_for_callpaths(ctx, excl, cps, w.get("typical_seconds", 0.0) * big / p)
+            at = whatif_for_callpaths(ctx, excl, cps, w.get("extra_share", 0.0))
             w["by_scale"][str(p)] = {"gain": at["gain"], "run_length": at["run_length"]}
 
 
