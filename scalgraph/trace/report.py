@@ -14,12 +14,11 @@ caller's.
 """
 from __future__ import annotations
 
-import json
-
 import numpy as np
 
 from scalgraph.errors import printable
-from scalgraph.trace import mpi_names, patterns
+from scalgraph.trace import json_rows, mpi_names, patterns
+from scalgraph.trace.json_rows import encode_lines
 from scalgraph.trace.critical_path import CriticalPath
 from scalgraph.trace import verdict as verdicts
 from scalgraph.trace.retime import whatif_line
@@ -286,14 +285,15 @@ def limited(report: dict, top: int) -> dict:
     return out
 
 
-_ENCODE = json.JSONEncoder(separators=(",", ":")).encode     # the C encoder (json.dump with indent is pure Python)
+_ENCODE = json_rows.ENCODE     # the C encoder (json.dump with indent is pure Python)
 _ROWS_PER_WRITE = 4096
 
 
 def write_json(report: dict, out) -> None:
     """The complete report as JSON: one key per line down the dicts, one line per element of a list
-    of records (call paths, instances, waits), each encoded by the C encoder; streamed in chunks, so
-    neither the time nor the memory grows with an indenting pure-Python encoder's."""
+    of records (call paths, instances, waits), encoded a chunk at a time (json_rows: orjson, else as
+    the C encoder); streamed in chunks, so neither the time nor the memory grows with an indenting
+    pure-Python encoder's."""
     _write_value(report, out, 0)
     out.write("\n")
 
@@ -309,7 +309,7 @@ def _write_value(value, out, depth: int) -> None:
     elif isinstance(value, (list, tuple)) and any(isinstance(v, (dict, list, tuple)) for v in value):
         out.write("[\n")
         for i in range(0, len(value), _ROWS_PER_WRITE):
-            out.write((",\n" if i else "") + ",\n".join(pad + _ENCODE(v) for v in value[i:i + _ROWS_PER_WRITE]))
+            out.write((",\n" if i else "") + encode_lines(value[i:i + _ROWS_PER_WRITE], pad))
         out.write(f"\n{' ' * depth}]")
     else:
         out.write(_ENCODE(value))
@@ -353,6 +353,16 @@ def _escaped(value):
     return value
 
 
+def scaling_line(s: dict) -> str:
+    """'its own cost grows with p: bytes per rank 2.5e+07, 5e+07, 1e+08 at p=2, 4, 8; 0.371 s per rank at p=8'"""
+    per = (s.get("per_rank") or {}).get("bytes" if s.get("rule") == "bytes per rank" else "calls") or {}
+    growth = (f"{s['rule']} " + ", ".join(f"{per[str(p)]:.3g}" for p in s["scales"] if str(p) in per)
+              + f" at p={', '.join(map(str, s['scales']))}" if per and s.get("rule") else
+              f"T(p) = {s.get('model')} over p={', '.join(map(str, s['scales']))}")
+    return (f"its own cost grows with p: {growth}; {s['seconds_per_rank']:.3g} s per rank at p={s['scales'][-1]} "
+            f"(detect's rule on the experiment's profiles)")
+
+
 def write_text(report: dict, out, top: int = 10) -> None:
     """The terminal rendering: the largest `top` items of each section.  Only what is printed is
     escaped (_escaped per item shown): the complete report holds a row per wait state."""
@@ -367,9 +377,14 @@ def write_text(report: dict, out, top: int = 10) -> None:
 
     found = report["root_causes"]
     if found:
+        comm = any(c.get("kind") == "communication" for c in found)
         w(f"\nRoot causes ({len(found)}): computation that made other ranks wait, in seconds of waiting caused and "
-          f"% of the total time\n")
+          f"% of the total time{'; communication whose own cost grows with p, in its seconds' if comm else ''}\n")
         for k, c in enumerate(map(_escaped, found[:top]), 1):
+            if c.get("kind") == "communication":
+                w(f"  #{k} {c['where']}  {c['seconds']:.6f} s ({c['percent']:.1f} %)  {' '.join(c['callpaths'][:2])}\n"
+                  f"{'':6}{scaling_line(c['scaling'])}\n")
+                continue
             ranks = ", ".join(f"{r} ({v:.3f} s)" for r, v in sorted(c["ranks"].items(), key=lambda kv: -kv[1])[:4])
             real = ("" if not report["cpu_checked"] else
                     f", {100 * c['real_work']:.0f} % of its delay cost backed by extra thread-CPU work")
