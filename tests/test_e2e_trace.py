@@ -76,7 +76,8 @@ def user_code(cause: dict) -> bool:
 
 def verdict_listing(rep: dict) -> str:
     rows = [f"  verdict {c['where']} {c['seconds']:.3f}s ({c['percent']:.1f} %, rank {c['rank']}, "
-            f"real work {c['real_work']:.2f})" for c in rep["root_causes"][:5]]
+            + (f"grows with p: {c['scaling']})" if c.get("kind") == "communication" else f"real work {c['real_work']:.2f})")
+            for c in rep["root_causes"][:5]]
     rows += [f"  table {c['kind']} {c['callpath']} {c['where']} {c['seconds']:.3f}s"
              for c in rep["delay"]["root_causes"][:5]]
     return "\n".join(rows + [f"  note: {n}" for n in rep["notes"]])
@@ -226,10 +227,41 @@ def test_trace_verdict_names_the_planted_loop_first(name, traced_scales):
             assert on_lines(top, rc), listing
             if p == 8 and "ranks_at_8" in rc:
                 assert top["rank"] in rc["ranks_at_8"], listing
-        assert all(not c["callpaths"][0].rsplit("/", 1)[-1].startswith("MPI_") for c in rep["root_causes"]), listing
+        # an MPI call is a verdict cause only as communication whose own cost grows with p (detect's rule)
+        assert all(c["callpaths"][0].rsplit("/", 1)[-1].startswith("MPI_") == (c.get("kind") == "communication")
+                   for c in rep["root_causes"]), listing
         assert all((c["kind"] == "communication") == (not user_code(c)) for c in rep["delay"]["root_causes"]), listing
         total = sum(c["seconds"] for c in rep["delay"]["root_causes"]) + rep["delay"]["classification"]["unexplained"]
         assert total == pytest.approx(rep["delay"]["classification"]["waiting_time"], rel=1e-6), listing
+
+
+def test_trace_verdict_names_a_collective_that_grows_with_p(traced_scales):
+    """samples/alltoall: the MPI_Alltoall whose bytes per rank double with p.  One trace cannot tell
+    growth with p, so at the largest scale of a traced experiment the verdict judges the experiment's
+    profiles by detect's rule: the Alltoall is the first cause, as communication, with the bytes per
+    rank measured at each scale; at a smaller scale (not the experiment's largest) nothing is judged
+    so, and a lone trace file outside an experiment gets no such cause either."""
+    out, exp, _ = traced_scales("alltoall")
+    rc = expected("alltoall")["root_cause"]
+    scales = expected("alltoall")["scales"]
+    rep = report(exp / f"scale-{max(scales)}" / "rep-0", out)
+    listing = f"alltoall at p={max(scales)}:\n{verdict_listing(rep)}"
+    assert rep["problem_found"] and rep["root_causes"], listing
+    top = rep["root_causes"][0]
+    assert on_lines(top, rc) and top["kind"] == "communication", listing
+    assert top["callpaths"][0].endswith("MPI_Alltoall") and top["scaling"]["scales"] == scales, listing
+    per = [top["scaling"]["per_rank"]["bytes"][str(p)] for p in scales]
+    assert per[1] == pytest.approx(2 * per[0]) and per[2] == pytest.approx(4 * per[0]), listing
+    assert top["seconds"] == pytest.approx(top["share"] * rep["total_time"]), listing
+    assert any("communication that grows with p" in n for n in rep["notes"]), listing
+    smaller = report(exp / f"scale-{min(scales)}" / "rep-0", out)
+    assert all(c.get("kind") != "communication" for c in smaller["root_causes"]), verdict_listing(smaller)
+    text = scalgraph("trace", str(exp), cwd=out)
+    assert text.returncode == 0 and "its own cost grows with p: bytes per rank" in text.stdout, text.stderr
+    alone = out / "alone.sgtrace"                    # the same trace outside its experiment
+    alone.write_bytes((exp / f"scale-{max(scales)}" / "rep-0" / "trace.sgtrace").read_bytes())
+    lone = report(alone, out)
+    assert all(c.get("kind") != "communication" for c in lone["root_causes"]), verdict_listing(lone)
 
 
 def test_traced_balanced_control_has_no_verdict(traced_scales):

@@ -132,6 +132,54 @@ def psg_spans(trace, path: str) -> dict | None:
     return {v: (psg.file[v], psg.line_first[v], psg.line_last[v]) for v in range(len(psg))}
 
 
+def scaling_communication_causes(path: str, result: dict, min_share: float) -> tuple[list, str | None]:
+    """MPI calls whose own cost grows with p, as verdict causes: one trace cannot tell growth with p,
+    so where the traced run belongs to an experiment (EXP/scale-P/rep-K) with two or more scales and P
+    is its largest, detect's rule judges the experiment's profiles (a call's bytes or calls per rank
+    growing like p^0.75 or faster, or its own time beating a latency model), as `scalgraph detect`
+    does.  Each is weighed like a computation cause: its share of the run time at P times the total
+    time.  Returns (causes, note saying what was judged) or ([], None) without such an experiment."""
+    import pathlib
+    from scalgraph.analysis.detect import analyse as detect_causes
+    from scalgraph.errors import UserError
+    from scalgraph.io.experiment import read_experiment
+    run_dir = pathlib.Path(path).parent
+    exp_dir = run_dir.parent.parent
+    if not (exp_dir / "experiment.json").is_file() or not run_dir.parent.name.startswith("scale-"):
+        return [], None
+    try:
+        exp = read_experiment(exp_dir)
+        scales = exp.scales
+        if len(scales) < 2 or run_dir.parent.name != f"scale-{scales[-1]}":
+            return [], None
+        found = detect_causes(exp.psg, exp.profiles(), min_share=min_share, weak=None,
+                              host_cores=exp.meta.get("cores"))
+    except UserError as e:
+        return [], f"the experiment {exp_dir} was not judged for communication that grows with p ({e})"
+    by_vertex = {c.get("vertex"): c["callpath"] for c in result["critical_path"].get("callpaths", [])}
+    causes = []
+    for c in found["root_causes"]:
+        if c.get("kind") != "MPI":
+            continue
+        why = c.get("explains") or {}
+        seconds = float(c["cost_share"]) * float(result["total_time"])
+        causes.append({
+            "file": c["file"], "line": c["line"], "vertex": c["vertex"], "vertices": [c["vertex"]],
+            "where": f"{c['location']} [vertex {c['vertex']}]",
+            "callpaths": [by_vertex.get(c["vertex"], f"{c['function']}/{c['name']}")],
+            "seconds": seconds, "share": float(c["cost_share"]), "percent": 100 * float(c["cost_share"]),
+            "delay_seconds": 0.0, "real_work": None, "rank": c.get("rank"), "ranks": {},
+            "kind": "communication",
+            "scaling": {"scales": list(found["scales"]), "rule": why.get("rule"), "model": c.get("model"),
+                        "per_rank": why.get("per_rank"), "seconds_per_rank": float(c["cost"]),
+                        "log_log_slope": c.get("log_log_slope")},
+        })
+    note = (f"communication that grows with p: the profiles of {exp_dir} at p={', '.join(map(str, scales))} judged by "
+            f"detect's rule (an MPI call is a cause of its own when its bytes or calls per rank grow like p^0.75 or "
+            f"faster, or its own time beats a latency model); {len(causes) or 'no'} such call{'s' * (len(causes) != 1)}")
+    return causes, note
+
+
 def program_time(trace) -> float:
     """Time between each rank's program begin record and its first event, and between its last
     event and its program end record (OTF2 ProgramBegin/ProgramEnd), summed: Scalasca counts it in
@@ -288,6 +336,12 @@ def run(args) -> int:
         from scalgraph.trace.retime import whatif_across_experiment
         whatif_across_experiment(result["root_causes"], str(args.trace), path, not args.no_clock_correction,
                                  params, spans)
+    grows, judged = scaling_communication_causes(path, result, args.min_share)
+    if grows:                   # ranked with the computation causes by their share of the total time
+        result["root_causes"] = sorted(result["root_causes"] + grows, key=lambda c: -c["seconds"])
+        result["problem_found"] = True
+    if judged:
+        result["notes"] = list(result.get("notes") or []) + [judged]
     if args.json:
         report.write_json(result, sys.stdout)
     else:
