@@ -207,3 +207,30 @@ def test_the_c_clock_rounds_give_the_numpy_rounds_bit_for_bit(monkeypatch):
         for a, b in zip(fast_tr.events, slow_tr.events):
             assert a["time"].tobytes() == b["time"].tobytes()
     assert jumps > 50 and rounds_cut >= 7            # real corrections compared, and the give-up path
+
+
+def test_the_c_interval_starts_give_the_numpy_ones(monkeypatch):
+    """delay.interval_starts with the C search and with the joint sort: the same starts, for both
+    synchronisation-point rules and root-only collectives, with equal times (a zero-length call
+    after a wait at the same instant) among them."""
+    if native.library() is None:
+        pytest.skip("no C compiler")
+    b = random_program(nranks=6, iters=40, seed=9)
+    for r in range(6):                                 # points at equal times: ties of the sort
+        t = 1.0
+        b.send(r, t, t, dst=(r + 1) % 6, tag=500).recv(r, t, t, src=(r - 1) % 6, tag=500)
+    fwd = forward_replay(build_context(b.build()))
+    ctx, waits = fwd.ctx, fwd.sync_waits[fwd.sync_waits["causer"] >= 0]
+    q_rank = np.concatenate((waits["rank"], waits["causer"])).astype(np.int64)
+    q_key = np.concatenate((waits["key"], np.where(waits["key"] >= ctx.nranks, waits["key"], waits["rank"])))
+    q_time = np.concatenate((ctx.time[waits["op"]], ctx.time[waits["causer_op"]]))
+    found = 0
+    for opts in (delay.DelayOptions(), delay.DelayOptions(sync_points="messages"),
+                 delay.DelayOptions(collectives="root")):
+        fast = delay.interval_starts(ctx, waits, q_rank, q_key, q_time, opts)
+        with monkeypatch.context() as m:
+            m.setattr(native, "last_before", lambda *a, **k: None)
+            slow = delay.interval_starts(ctx, waits, q_rank, q_key, q_time, opts)
+        assert fast.tobytes() == slow.tobytes()
+        found += int(np.isfinite(fast).sum())
+    assert found > 500 and len(waits) > 100

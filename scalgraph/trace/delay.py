@@ -318,13 +318,29 @@ def interval_starts(ctx: ReplayContext, waits: np.ndarray, q_rank, q_key, q_time
     j = np.minimum(np.searchsorted(calls, p_op), max(len(calls) - 1, 0))
     p_end = p_time + (np.where(calls[j] == p_op, call_wait[j], 0.0) if len(calls) else 0.0)
     nk = ctx.nranks + len(ctx.trace.comms) + 1
-    nq = len(q_rank)
-    g = np.concatenate((q_rank * nk + q_key, p_rank * nk + p_key))
+    q_group, p_group = q_rank * nk + q_key, p_rank * nk + p_key
+    del p_rank, p_key, p_op
+    k = None
+    if native.library() is not None:                    # the points alone, stably by (group, time)
+        p_order = _two_key_order(p_time, p_group)
+        k = native.last_before(q_group, q_time, p_group[p_order], p_time[p_order])
+    if k is None:                                       # no C compiler: queries sorted in with the points
+        return _starts_numpy(q_group, q_time, p_group, p_time, p_end)
+    out = np.full(len(q_group), -np.inf)
+    ok = k >= 0
+    out[ok] = p_end[p_order[k[ok]]]
+    return out
+
+
+def _starts_numpy(q_group, q_time, p_group, p_time, p_end) -> np.ndarray:
+    """interval_starts' search by one sort of queries and points together (the C search's values)."""
+    nq = len(q_group)
+    g = np.concatenate((q_group, p_group))
     tt = np.concatenate((q_time, p_time))
     # queries come first in the input, so the stable sort puts them first at equal times:
     # "previous" means strictly earlier
     order = _two_key_order(tt, g)
-    del tt, p_rank, p_key, p_op, p_time
+    del tt
     is_p = order >= nq
     last = np.where(is_p, np.arange(len(order)), -1)
     np.maximum.accumulate(last, out=last)

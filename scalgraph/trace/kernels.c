@@ -292,3 +292,27 @@ int64_t sg_clock_rounds(int64_t nranks, const int64_t *off, const double *t, con
     }
     return -1;
 }
+
+/* The delay costs' interval starts (delay.py, `interval_starts`): for each query (group qg[i],
+ * time qt[i]) the position of the last participation of that group strictly before qt[i] among
+ * participations sorted by (group, time) -- stable, so the last of equal times is the latest in
+ * input order, as the sort of queries and participations together gives -- or -1 when the group
+ * has none before it. */
+void sg_last_before(int64_t nq, const int64_t *qg, const double *qt, int64_t np_, const int64_t *pg,
+                    const double *pt, int64_t *out)
+{
+    for (int64_t i = 0; i < nq; i++) {
+        int64_t lo = 0, hi = np_;
+        while (lo < hi) {                 /* first participation of a group >= qg[i] */
+            int64_t mid = lo + (hi - lo) / 2;
+            if (pg[mid] < qg[i]) lo = mid + 1; else hi = mid;
+        }
+        int64_t a = lo;
+        hi = np_;
+        while (lo < hi) {                 /* first of the group (or past it) not before qt[i] */
+            int64_t mid = lo + (hi - lo) / 2;
+            if (pg[mid] == qg[i] && pt[mid] < qt[i]) lo = mid + 1; else hi = mid;
+        }
+        out[i] = lo > a ? lo - 1 : -1;
+    }
+}

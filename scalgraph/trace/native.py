@@ -10,6 +10,8 @@ values bit for bit; the numpy versions stay the fallback where no C compiler is 
   sorts the events by nesting level and searches them).
 - split_records: packed event records into columns in one pass (numpy copies one strided field at
   a time, each pass touching every record).
+- last_before: the delay costs' interval starts (delay.interval_starts sorts the queries together
+  with the synchronisation points; a binary search per query needs only the points sorted).
 - clock_rounds: the clock correction's forward fixed-point rounds (clock._forward_rounds recomputes
   each rank with a handful of numpy calls per round, and every sender set and receive)."""
 from __future__ import annotations
@@ -51,6 +53,8 @@ def library():
                                     + [ctypes.c_int64] + [ctypes.c_void_p] * 5 + [ctypes.c_int64]
                                     + [ctypes.c_void_p] * 2)
     lib.sg_clock_rounds.restype = ctypes.c_int64
+    lib.sg_last_before.argtypes = [ctypes.c_int64] + [ctypes.c_void_p] * 2 + [ctypes.c_int64] + [ctypes.c_void_p] * 3
+    lib.sg_last_before.restype = None
     return lib
 
 
@@ -155,3 +159,17 @@ def clock_rounds(off, t, acc, floor, c, set_ptr, set_members, set_lmin, uniq, fi
                                    set_lmin.ctypes.data, len(uniq), uniq.ctypes.data, first.ctypes.data,
                                    r_set.ctypes.data, rank_of_uniq.ctypes.data, need.ctypes.data, int(max_rounds),
                                    set_val.ctypes.data, start.ctypes.data))
+
+
+def last_before(q_group, q_time, p_group, p_time) -> np.ndarray | None:
+    """For each query, the position of the last point of its group strictly before its time in the
+    points sorted by (group, time), stably; -1 where there is none.  None without the kernel."""
+    lib = library()
+    if lib is None:
+        return None
+    qg, pg = np.ascontiguousarray(q_group, np.int64), np.ascontiguousarray(p_group, np.int64)
+    qt, pt = np.ascontiguousarray(q_time, np.float64), np.ascontiguousarray(p_time, np.float64)
+    out = np.empty(len(qg), np.int64)
+    lib.sg_last_before(len(qg), qg.ctypes.data, qt.ctypes.data, len(pg), pg.ctypes.data, pt.ctypes.data,
+                       out.ctypes.data)
+    return out
