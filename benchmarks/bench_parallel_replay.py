@@ -10,7 +10,7 @@ the own binary format to a temporary directory; each process reads only its bloc
 Reported per run: wall time of the whole mpiexec run (start-up and reading included), the replay's
 wall time (slowest process, reading included), speed-up against 1 process, the CPU time of the
 busiest process (MPICH polls while it waits, so waiting counts too), the peak RSS of the largest
-process, and the wall time per phase.  On a machine with fewer cores than processes the runs are oversubscribed and the
+process (its own VmHWM), and the wall time per phase.  On a machine with fewer cores than processes the runs are oversubscribed and the
 speed-up is bounded by the core count; the table says how many cores there were.
 """
 from __future__ import annotations
@@ -29,8 +29,17 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 
 from bench_replay import synthetic_trace  # noqa: E402
 
-DRIVER = """
-import json, resource, sys, time
+# Each process's own peak resident size: VmHWM, the high-water mark of its memory map (new at exec).
+# ru_maxrss would carry the parent's resident size over fork and exec: the serial child's parent is
+# this benchmark, which has held the trace it wrote (as bench_otf2_read.py, 2026-11-26).
+PEAK = """
+def peak_mib():
+    with open("/proc/self/status") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith("VmHWM:")) / 1024
+"""
+
+DRIVER = PEAK + """
+import json, sys, time
 from mpi4py import MPI
 comm = MPI.COMM_WORLD
 from scalgraph.trace import parallel
@@ -38,7 +47,7 @@ comm.Barrier()
 t0, c0 = time.perf_counter(), time.process_time()
 rep = parallel.replay(comm, sys.argv[1], top=10, source=sys.argv[1])
 wall, cpu = time.perf_counter() - t0, time.process_time() - c0
-rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+rss = peak_mib()
 stats = comm.gather((wall, rss, cpu, parallel.PHASE_SECONDS), root=0)
 if comm.Get_rank() == 0:
     phases = {k: max(s[3].get(k, 0.0) for s in stats) for k in stats[0][3] if k != "_t"}
@@ -49,15 +58,15 @@ if comm.Get_rank() == 0:
                       "cp": rep["critical_path"]["length"], "time": rep["total_time"]}))
 """
 
-SERIAL = """
-import json, resource, sys, time
+SERIAL = PEAK + """
+import json, sys, time
 from scalgraph.io.trace_read import read_trace
 from scalgraph.commands.trace import analyse
 from scalgraph.trace import critical_path, delay, forward, report  # imported before the clock starts
 t0, c0 = time.perf_counter(), time.process_time()
 rep = analyse(read_trace(sys.argv[1], validate=False), clock_correction=False, source=sys.argv[1])
 print(json.dumps({"wall": time.perf_counter() - t0, "cpu": time.process_time() - c0,
-                  "rss": [resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024],
+                  "rss": [peak_mib()],
                   "waiting": rep["delay"]["classification"]["waiting_time"],
                   "delay": sum(c["seconds"] for c in rep["delay"]["root_causes"]),
                   "cp": rep["critical_path"]["length"], "time": rep["total_time"]}))
