@@ -74,3 +74,28 @@ def test_a_loss_time_sharing_can_make_is_no_loss_where_ranks_share_cores():
     comp, shared = _balanced_slower_at_the_largest_scale(1.6, shared=True)   # beyond the drift
     top = shared["root_causes"][0]
     assert top["vertex"] == comp and abs(top["scaling_loss"] - 0.35 * 1.0) < 0.05
+
+
+def test_a_long_loop_costs_the_wall_time_its_own_rank_took_for_it():
+    """CloverLeaf at 8 ranks on 2 cores: the median rank's computation was short segments that kept
+    their core (wall = thread-CPU), while rank 1's planted loop took 6.5x its thread-CPU in wall time
+    and everybody waited for it.  Here: cg_like with 5 s of waiting in every rank's Allreduce (floor
+    5 % of ~6 s), rank 1 with 0.2 s of extra kernel (1.4x the median rank, beyond AbnormThd).  At the
+    median rank's stretch (1.0) the 0.2 s are below the floor; stretched as rank 1's own segment was
+    (3x) they are 0.6 s of wall time, above it."""
+    psg, runs, comp = _cg_with_extra(0.2)
+    send, allr = syn.vertex_at(psg, 15), syn.vertex_at(psg, 20)
+    for prof in runs.values():
+        prof.time[:, allr] += 5.0
+        prof.wait[:, allr] += 5.0
+    result = analyse(psg, runs)
+    floor = result["thresholds"]["min_seconds"]
+    assert 0.2 < floor < 0.6 and result["thresholds"]["stretch"] == 1.0, result["thresholds"]
+    assert all(c["vertex"] != comp for c in result["root_causes"]), result["root_causes"]
+    for prof in runs.values():
+        prof.comp_wall[1, send] *= 3.0                # rank 1's kernel segment crowded off its core
+    result = analyse(psg, runs)
+    top = result["root_causes"][0]
+    assert top["vertex"] == comp and top["rank"] == 1, result["root_causes"]
+    assert abs(top["cost"] - 0.2) < 0.03 and abs(top["cost_wall"] - 3.0 * top["cost"]) < 1e-9
+    assert result["thresholds"]["stretch"] == 1.0                     # the median rank's is unchanged

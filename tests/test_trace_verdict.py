@@ -224,7 +224,8 @@ def test_a_busy_machine_stretches_the_cause_and_the_run_alike():
     its thread-CPU in wall time.  Rank 1's 0.4 s loop (vertex 0): as thread-CPU it is below 5 % of the
     run (0.8 s), scaled by the stretch 1.0 s, and the others waited 31.5 s for it.  The balanced kernel
     (vertex 1) has a rank with 15 % more thread-CPU (0.3 s, 0.75 s scaled) and 5 s of delay cost: below
-    the 1.3x ratio, no cause.  On an idle machine (no load stretch) the loop is below the floor."""
+    the 1.3x ratio, no cause.  On an idle machine (no load stretch: the loop's wall time is its
+    thread-CPU) the loop is below the floor."""
     cost, wall = np.zeros((2, 8)), np.zeros((2, 8))
     cost[0, 1], wall[0, 1] = 31.5, 5.0
     cost[1, 3], wall[1] = 5.0, 8.0
@@ -237,11 +238,39 @@ def test_a_busy_machine_stretches_the_cause_and_the_run_alike():
     got = V.verdict(cost, wall, *args, total_time=128.0, cpu=V.CpuEvidence(cpu, stretch=2.5))
     assert [(e["line"], e["rank"]) for e in got] == [(10, 1)]
     assert got[0]["seconds"] == pytest.approx(31.5)
-    assert V.verdict(cost, wall, *args, total_time=128.0, cpu=V.CpuEvidence(cpu)) == []
+    idle = wall.copy()
+    idle[0, 1] = 0.4
+    assert V.verdict(cost, idle, *args, total_time=128.0, cpu=V.CpuEvidence(cpu)) == []
     # the same loop that made nobody wait (its waiting below 5 % of one rank's run) is no cause
     quiet = cost.copy()
     quiet[0, 1] = 0.5
     assert V.verdict(quiet, wall, *args, total_time=128.0, cpu=V.CpuEvidence(cpu, stretch=2.5)) == []
+
+
+def test_a_long_loop_is_stretched_as_its_own_rank_was():
+    """Measured on CloverLeaf at 8 ranks on 2 cores (load 12): the median rank's computation was short
+    segments that kept their core (1.0x wall per thread-CPU second), rank 1's planted loop took 0.28 s
+    of thread-CPU and 1.83 s of wall time (6.5x) while the others waited in MPI.  A 7.9 s run, 63.2
+    rank-seconds: 5 % of one rank's run is 0.395 s.  At the median's stretch the loop (0.28 s) is below
+    it; stretched as its own rank's time there was (1.83 s) it is the cause.  A rank whose thread-CPU
+    there is below the 1.6x ratio stays no cause however stretched (its wall 3x its thread-CPU)."""
+    cost, wall = np.zeros((2, 8)), np.zeros((2, 8))
+    cost[0, 1], wall[0, 1] = 9.5, 1.83
+    cost[1, 2], wall[1] = 3.0, 0.03
+    wall[1, 2] = 0.105
+    cpu = np.zeros((8, 2))
+    cpu[1, 0] = 0.28
+    cpu[:, 1] = 0.03
+    cpu[2, 1] = 0.035
+    args = (np.array([False, False]), where(("clover.f90", 58, 0), ("clover.f90", 90, 1)), ["main/loop", "main/kernel"])
+    evidence = V.CpuEvidence(cpu, stretch=1.0, ratio=1.6)
+    got = V.verdict(cost, wall, *args, total_time=63.2, cpu=evidence)
+    assert [(e["line"], e["rank"]) for e in got] == [(58, 1)]
+    assert V.abnormal_cpu_excess([0], cpu, 1.6, wall[0], 1.0) == pytest.approx(1.83)
+    assert V.abnormal_cpu_excess([0], cpu, 1.6) == pytest.approx(0.28)      # without the trace's wall: thread-CPU
+    unstretched = wall.copy()
+    unstretched[0, 1] = 0.28
+    assert V.verdict(cost, unstretched, *args, total_time=63.2, cpu=evidence) == []
 
 
 def test_a_constructs_instances_are_judged_together():

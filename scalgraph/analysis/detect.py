@@ -285,6 +285,24 @@ def analyse(psg: PSG, profiles: Mapping[int, RunProfile], abnorm_thd: float = DE
     rank_comp = big.own[:, ~startup & ~is_mpi].sum(axis=1)
     lateness = rank_comp - (np.median(rank_comp) if prof.nranks else 0.0)
     no_cap = np.full(prof.nranks, np.inf)
+    big_times = sm.rank_times[scales[-1]]
+
+    def wall_stretch(x: Cause) -> float:
+        """Wall seconds per thread-CPU second of x's computation on its rank: its own segments', at
+        least the median rank's (CloverLeaf's 0.28 s planted loop took 6.5x its thread-CPU at 8 ranks
+        on 2 cores, the median rank's short segments 1.0x: at the median's stretch it was no cause)."""
+        if is_mpi[x.construct]:
+            return 1.0
+        seg = big_times.segment_stretch(psg, list(cons.instances[x.construct]))
+        return max(stretch, float(seg[x.rank])) if 0 <= x.rank < len(seg) else stretch
+
+    def big_enough(x: Cause) -> bool:
+        """At least the floor in wall-clock seconds, and beyond a rank's sampling error when thin."""
+        if is_mpi[x.construct]:
+            return x.cost >= floor
+        if thin and x.cost < rank_error:
+            return False
+        return x.cost * wall_stretch(x) >= floor
     vertex_is_mpi = np.asarray(psg.kind) == MPI
     found: list[Cause] = []
     for path in paths:
@@ -302,7 +320,7 @@ def analyse(psg: PSG, profiles: Mapping[int, RunProfile], abnorm_thd: float = DE
             measured_segments = exact_excess(int(cons.cid[v0]), r0)
             cause = compute_start_cause(path, cons.cid, excess, lateness if measured_segments is None else no_cap,
                                         own_comp_loss)
-        if cause is not None and floor > 0 and cause.cost >= (floor if is_mpi[cause.construct] else comp_floor):
+        if cause is not None and floor > 0 and big_enough(cause):
             found.append(cause)
     # OpenMP: threads that waited at a barrier for the last one in, workers idle in serial code (threads.py)
     found += [x for x in thread_causes(psg, cons, prof, comp_floor, startup_v) if x.cost >= comp_floor]
@@ -332,7 +350,7 @@ def analyse(psg: PSG, profiles: Mapping[int, RunProfile], abnorm_thd: float = DE
         "sampling": {"thin": thin, "median_samples": typical_samples(prof), "error_seconds": rank_error},
         "problem_found": bool(ranked),
         "root_causes": [{**_cause_entry(psg, cons, prof, fits, x, scales, y_total, y_max, loss_total, abnormal,
-                                        total_time, stats, fits_max, weak, stretch), "whatif": w}
+                                        total_time, stats, fits_max, weak, wall_stretch(x)), "whatif": w}
                         for x, w in zip(ranked, whatif)],
         "non_scalable": [_construct_brief(psg, cons, c, fits, loss_total, total_time, stats, prof.time)
                          for c in shown_ns],
@@ -441,7 +459,7 @@ def _cause_entry(psg, cons: Constructs, prof: RunProfile, fits, x: Cause, scales
     own_abn = [a for a in big if a.vertex == c]
     abnormal_at = [p for p in scales if any(a.vertex == c for a in abnormal[p])]
     start_v, start_r = path.start
-    # a computation's thread-CPU costs the run `stretch` wall seconds per second (compute_stretch)
+    # a computation's thread-CPU costs the run `stretch` wall seconds per second (detect's wall_stretch)
     cost_wall = x.cost * (1.0 if psg.kind[v] == MPI else stretch)
     return {
         **_where(psg, v), "construct": int(c), "rank": prof_rank, "cost": x.cost,

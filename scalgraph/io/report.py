@@ -119,7 +119,7 @@ def write_text(result: dict, out, experiment: str = "", source_roots: list[pathl
     for n, c in enumerate(result["root_causes"], 1):
         w(f"\n#{n} {c['location']}  in {c['function']}  [{c['kind']} {c['name']}]  rank {c['rank']}\n")
         wall = c.get("cost_wall", c["cost"])
-        stretched = (f" of thread-CPU, {_fmt_s(wall)} of wall time at the run's {wall / c['cost']:.2g}x stretch"
+        stretched = (f" of thread-CPU, {_fmt_s(wall)} of wall time ({wall / c['cost']:.2g}x: its rank's stretch there)"
                      if c["cost"] > 0 and wall >= 1.05 * c["cost"] else "")
         w(f"   cost {_fmt_s(c['cost'])}{stretched} = {c['cost_share'] * 100:.1f}% of the run time at p={big}: {_explains(c)}; "
           f"mean time share {c['time_share'] * 100:.1f}%\n")

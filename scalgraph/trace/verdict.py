@@ -17,9 +17,10 @@ paths that satisfy both:
     Thread-CPU, not the delay it caused: on cores shared by several ranks the others compute while
     the late rank works, so the waiting underestimates a real cause, while a balanced kernel's ranks
     differ by 10-15 % of thread-CPU from cache and core sharing alone, which the waiting can inflate
-    (P - 1) times.  As in detect, the thread-CPU is multiplied by the median rank's wall seconds per
-    thread-CPU second of computation (CpuEvidence.stretch, analysis.mpi_cost.compute_stretch): where
-    ranks share cores an extra CPU second costs the run that many wall seconds (history:
+    (P - 1) times.  As in detect, the thread-CPU is multiplied by the causing rank's own wall seconds
+    per thread-CPU second there (the trace's exclusive time), at least the median rank's for its
+    computation (CpuEvidence.stretch, analysis.mpi_cost.compute_stretch): where ranks share cores an
+    extra CPU second costs the run that many wall seconds (history:
     docs/trace-analysis.md, "The verdict's size rule").  Without a profile: its cost is at least `min_share` of the
     total time, the run time summed over the ranks (Scalasca's 100 %; delay costs are waiting time
     summed over the ranks, so both are rank-seconds).  A 0.4 s loop on one rank of a 3 s 8-rank run
@@ -112,17 +113,28 @@ def capped_costs(cost: np.ndarray, wall: np.ndarray, vertex: np.ndarray, cpu: np
     return out
 
 
-def abnormal_cpu_excess(vertices, cpu: np.ndarray, ratio: float = ABNORMAL_RATIO) -> float:
+def abnormal_cpu_excess(vertices, cpu: np.ndarray, ratio: float = ABNORMAL_RATIO, wall: np.ndarray | None = None,
+                        least_stretch: float = 1.0) -> float:
     """Rule (b)'s size: the largest thread-CPU excess over the median rank at PSG vertices (one
     source construct's instances, summed per rank) among the ranks whose thread-CPU there is at least
-    `ratio` times the median rank's; 0 without one."""
+    `ratio` times the median rank's; 0 without one.  With `wall` (the trace's exclusive time there per
+    rank) each rank's excess is stretched as its own time there was, at least by `least_stretch` (the
+    median rank's): CloverLeaf's 0.28 s planted loop took 6.5x its thread-CPU at 8 ranks on 2 cores
+    while the median rank's short computations were not stretched at all."""
     cols = [v for v in np.atleast_1d(vertices).tolist() if 0 <= v < cpu.shape[1]]
     if not cols or cpu.shape[0] == 0:
         return 0.0
     col = cpu[:, cols].sum(axis=1)
     med = np.median(col)
     abnormal = col >= ratio * med
-    return float(col[abnormal].max() - med) if abnormal.any() else 0.0
+    if not abnormal.any():
+        return 0.0
+    stretch = np.full(len(col), float(least_stretch))
+    if wall is not None and len(wall) == len(col):
+        with np.errstate(divide="ignore", invalid="ignore"):
+            own = np.where(col > 0, np.asarray(wall, float) / np.where(col > 0, col, 1.0), 1.0)
+        stretch = np.maximum(own, stretch)
+    return float(((col - med) * stretch)[abnormal].max())
 
 
 def verdict(cost: np.ndarray, wall: np.ndarray, is_mpi: np.ndarray, where: list[dict], names: list[str],
@@ -160,7 +172,7 @@ def verdict(cost: np.ndarray, wall: np.ndarray, is_mpi: np.ndarray, where: list[
         if total_time <= 0 or seconds <= 0:
             continue
         if cpu is not None and vertices:
-            if (abnormal_cpu_excess(vertices, cpu.cpu, cpu.ratio) * cpu.stretch < floor / nranks
+            if (abnormal_cpu_excess(vertices, cpu.cpu, cpu.ratio, wall[cps].sum(axis=0), cpu.stretch) < floor / nranks
                     or seconds < floor / nranks):
                 continue
         elif seconds < floor:
