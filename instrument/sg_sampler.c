@@ -1,7 +1,10 @@
 /* Samplers and optional perf_event_open counters.
  * Default sampler: one perf_event task-clock event per thread (an hrtimer on the thread's own CPU
  * time, so samples are spread evenly over the CPU time, whatever the kernel tick does); its overflow
- * sends a real-time signal to that thread (F_SETOWN_EX/F_SETSIG), re-armed with REFRESH in the handler.
+ * sends a real-time signal to that thread (F_SETOWN_EX/F_SETSIG).  The event is armed for ARM_BATCH
+ * overflows at a time (one REFRESH system call per batch, not per sample), and the shim's sigaction()
+ * and signal() stop every event before the program installs its own handler for that signal, so the
+ * program gets no stray signal that way (and at most ARM_BATCH per thread by any other way).
  * Fallback where perf events are not allowed (or SCALGRAPH_SAMPLER=itimer): setitimer(ITIMER_PROF),
  * which is tick-driven and biased, with its delivered rate measured and recorded.
  * Either way each sample is charged the CPU time since the previous one (thread CPU for task-clock,
@@ -65,8 +68,11 @@ double sg_env_number(const char *name, double fallback, double lo, double hi) {
 uint32_t sg_counter_count(void) { return ncounters_; }
 const char *sg_counter_name(uint32_t i) { return counter_names_[i]; }
 
-static volatile int running_;
+static volatile int running_, taken_;   /* taken_: the program installed its own handler for signo_ */
 static int signo_, itimer_forced_, perf_errno_ = -1;
+/* overflows per REFRESH: the re-arm system call costs ~6 us of a ~25 us sample on this project's VM;
+ * it also bounds the stray signals of a program that takes the signal over behind our wrappers' back */
+enum { ARM_BATCH = 16 };
 static uint64_t period_ns_, nsamples_, proc_cpu_start_, proc_last_;
 static pthread_key_t key_;
 static int key_ok_;
@@ -106,8 +112,9 @@ void sg_sample_now(void) {
 void sg_sample_charge(uint64_t cpu_ns) { sample(sg_thread_peek(), cpu_ns); }
 
 /* The task-clock event of this thread overflowed (si_code POLL_IN/POLL_HUP from the kernel, si_fd
- * its fd; anything else, e.g. a kill(2) of the same signal, is ignored).  REFRESH arms it for one
- * more overflow. */
+ * its fd; anything else, e.g. a kill(2) of the same signal, is ignored).  POLL_HUP: the batch of
+ * overflows it was armed for is used up (the kernel disabled it); REFRESH arms the next batch.
+ * No other system call than the thread CPU clock's. */
 static void on_task_clock(int sig, siginfo_t *si, void *uc) {
     (void)sig; (void)uc;
     int saved = errno;
@@ -118,7 +125,11 @@ static void on_task_clock(int sig, siginfo_t *si, void *uc) {
         /* inside an MPI call: counted for the MPI vertex (timed exactly anyway) at the nominal period,
          * and the computation's chain of CPU deltas is left alone (see skip_in_sample_base) */
         sample(t, t->in_mpi ? period_ns_ : thread_cpu_since_sample(t));
-        ioctl(fd, PERF_EVENT_IOC_REFRESH, 1);
+        if (si->si_code == POLL_HUP && !taken_) {
+            ioctl(fd, PERF_EVENT_IOC_REFRESH, ARM_BATCH);
+            if (taken_)   /* signal_taken ran meanwhile on another thread and may have missed this one */
+                ioctl(fd, PERF_EVENT_IOC_DISABLE, 0);
+        }
     }
     errno = saved;
 }
@@ -210,7 +221,7 @@ static int arm_task_clock(struct sg_thread *t, int fd) {
         return -1;
     t->sample_cpu = sg_thread_cpu_ns();
     __atomic_store_n(&t->perf_fd, fd, __ATOMIC_RELEASE);
-    if (ioctl(fd, PERF_EVENT_IOC_REFRESH, 1) != 0) {
+    if (ioctl(fd, PERF_EVENT_IOC_REFRESH, ARM_BATCH) != 0) {
         __atomic_store_n(&t->perf_fd, -1, __ATOMIC_RELEASE);
         return -1;
     }
@@ -237,11 +248,14 @@ static void thread_gone(void *arg) {
 
 /* A thread got its slot: it gets its own event (a few system calls, once per thread). */
 void sg_sampler_thread_start(struct sg_thread *t) {
-    if (!running_ || sg_run.sampler != SG_SAMPLER_TASK_CLOCK || (sg_run.pid && sg_run.pid != (int)getpid()))
+    if (!running_ || taken_ || sg_run.sampler != SG_SAMPLER_TASK_CLOCK ||
+        (sg_run.pid && sg_run.pid != (int)getpid()))
         return;
     int fd = open_task_clock();
     if (fd >= 0 && arm_task_clock(t, fd) != 0)
         close(fd);
+    else if (fd >= 0 && taken_)   /* the program took the signal while this one was being armed */
+        ioctl(fd, PERF_EVENT_IOC_DISABLE, 0);
 }
 
 static int signal_is_free(int s, const sigset_t *blocked) {
@@ -313,8 +327,43 @@ static void stop_task_clock(void) {
             close(fd);
     }
     struct sigaction cur;   /* our handler stays installed: a signal still pending finds it */
-    if (sigaction(signo_, NULL, &cur) == 0 && (!(cur.sa_flags & SA_SIGINFO) || cur.sa_sigaction != on_task_clock))
+    if (taken_ || (sigaction(signo_, NULL, &cur) == 0 &&
+                   (!(cur.sa_flags & SA_SIGINFO) || cur.sa_sigaction != on_task_clock)))
         sg_run.sampling_off = 1;   /* the program took the signal over */
+}
+
+/* The program (or a library) is about to install its own disposition for the sampling signal: every
+ * thread's event stops first, so none of its overflows reaches the program's handler.  Events stay
+ * open (their threads close them); async-signal-safe, as sigaction() must be. */
+static void signal_taken(int sig, const void *handler) {
+    if (sig != signo_ || signo_ <= 0 || handler == (const void *)on_task_clock || !running_ ||
+        sg_run.sampler != SG_SAMPLER_TASK_CLOCK || __atomic_exchange_n(&taken_, 1, __ATOMIC_ACQ_REL))
+        return;
+    for (uint32_t i = 0; i < SG_MAX_THREADS; i++) {
+        struct sg_thread *t = sg_thread_slot(i);
+        int fd = t != NULL ? __atomic_load_n(&t->perf_fd, __ATOMIC_ACQUIRE) : -1;
+        if (still_ours(t, fd))
+            ioctl(fd, PERF_EVENT_IOC_DISABLE, 0);
+    }
+}
+
+/* The program's sigaction() and signal() pass through here (libc's own __sigaction does the work;
+ * calls that bypass these two, e.g. sigset() or a raw system call, are bounded by ARM_BATCH and
+ * noticed at Finalize). */
+extern int __sigaction(int sig, const struct sigaction *act, struct sigaction *old);   /* glibc's */
+
+int sigaction(int sig, const struct sigaction *act, struct sigaction *old) {
+    if (act != NULL)
+        signal_taken(sig, (act->sa_flags & SA_SIGINFO) ? (const void *)act->sa_sigaction
+                                                       : (const void *)act->sa_handler);
+    return __sigaction(sig, act, old);
+}
+
+extern __sighandler_t bsd_signal(int sig, __sighandler_t handler);   /* glibc's signal(), other name */
+
+__sighandler_t signal(int sig, __sighandler_t handler) {
+    signal_taken(sig, (const void *)handler);
+    return bsd_signal(sig, handler);
 }
 
 /* ---- ITIMER_PROF fallback ---- */

@@ -171,12 +171,32 @@ def test_no_sampling_at_zero_hz(phases, tmp_path):
 
 
 def test_a_program_that_takes_the_sampling_signal_keeps_it(phases, tmp_path):
-    """The program installs its own handler for the shim's real-time signal after MPI_Init: it gets at
-    most one stray signal (the event is armed for one overflow at a time), runs to the end, and
-    the shim says once that sampling stopped."""
-    lines, err, prof = run_phases(phases, tmp_path / "prof", 1, [10, 3000, 3000, 0, -1, "steal"])
+    """The program installs its own handler for the shim's real-time signal with signal() after
+    MPI_Init: the shim's signal() stops the events first, so the program's handler never runs for
+    them (60 ms of CPU follow: 60 overflows at 1 kHz), it runs to the end, and the shim says once
+    that sampling stopped."""
+    lines, err, prof = run_phases(phases, tmp_path / "prof", 1, [10, 3000, 3000, 0, -1, "steal"],
+                                  env={"SCALGRAPH_HZ": "1000", "SCALGRAPH_SAMPLER": ""})
     require_tool(prof.meta["sampler"] == "task-clock", "perf events are not available here")
-    assert lines[0]["stolen_signal"] > 0 and lines[0]["caught"] <= 1
+    assert lines[0]["stolen_signal"] > 0 and lines[0]["caught"] == 0
+    assert lines[0]["a_ns"] > 0 and prof.calls[0, V_FINALIZE] == 1
+    assert prof.meta["sampling_off_ranks"] == [0]
+    assert prof.samples[0, V_A] == 0 and prof.samples[0, V_B] == 0   # stopped before the phases
+    assert err.count("scalgraph: the program installed its own handler for signal") == 1
+
+
+ARM_BATCH = 16   # instrument/sg_sampler.c: overflows per REFRESH
+
+
+def test_a_signal_taken_behind_the_shims_back_gets_at_most_one_batch(phases, tmp_path):
+    """sigset() reaches the kernel without the shim's wrappers: the event armed for ARM_BATCH overflows
+    is not re-armed (the shim's handler no longer runs), so the program's handler runs for at most what
+    was left of the batch out of the 60 overflows that follow, the program runs to the end, and
+    Finalize notices."""
+    lines, err, prof = run_phases(phases, tmp_path / "prof", 1, [10, 3000, 3000, 0, -1, "steal-sigset"],
+                                  env={"SCALGRAPH_HZ": "1000", "SCALGRAPH_SAMPLER": ""})
+    require_tool(prof.meta["sampler"] == "task-clock", "perf events are not available here")
+    assert lines[0]["stolen_signal"] > 0 and 1 <= lines[0]["caught"] <= ARM_BATCH
     assert lines[0]["a_ns"] > 0 and prof.calls[0, V_FINALIZE] == 1
     assert prof.meta["sampling_off_ranks"] == [0]
     assert err.count("scalgraph: the program installed its own handler for signal") == 1
