@@ -68,7 +68,7 @@ int main(int argc, char **argv) {
     long light = 0, heavy = 0, total;
     for (int it = 0; it < 10; it++) {
         light += region(20000L, it);        /* first call path: the outlined function's default instance */
-        heavy += region(6000000L, it);      /* second call path: 300x the work */
+        heavy += region(20000000L, it);     /* second call path: 1000x the work */
         MPI_Barrier(MPI_COMM_WORLD);
     }
     MPI_Allreduce(&heavy, &total, 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
@@ -187,7 +187,7 @@ int main(int argc, char **argv) {
     MPI_Init(&argc, &argv);
     long s = 0;
     for (int it = 0; it < 10; it++)
-        s += region(6000000L);
+        s += region(20000000L);
     printf("%ld %ld\n", warm, s);
     MPI_Finalize();
     return 0;
