@@ -7,7 +7,6 @@ C sources (also as a static archive, for static links).  `core_library()` builds
 """
 from __future__ import annotations
 
-import concurrent.futures
 import hashlib
 import os
 import pathlib
@@ -85,6 +84,7 @@ def _build(compiler: list[str], sources, defines, key: str, what: str, static: b
 def _run_build_steps(steps: list[list[str]]) -> None:
     """Run independent compiler commands side by side (at most one per core: a first build took
     minutes one file after the other); the first failing one, in the given order, is reported."""
+    import concurrent.futures       # only for a first build: it imports logging, 3 ms of every link
     workers = max(1, min(len(steps), os.cpu_count() or 1))
     with concurrent.futures.ThreadPoolExecutor(max_workers=workers) as pool:
         failures = [f for f in pool.map(_run_build_step, steps) if f]

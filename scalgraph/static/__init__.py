@@ -20,8 +20,9 @@ read_parts_from_files(paths: list[str]) -> list[dict]
 link_psg(parts: list[dict], *, max_loop_depth: int = 10) -> tuple[PSG, str]
     Whole-program PSG and the C source of the tables object (struct sg_psg_tables, a constructor
     calling sg_register_psg, the full PSG JSON in section ".scalgraph.psgfull").
-link_psg_json(parts: list[dict], *, max_loop_depth: int = 10) -> tuple[PSG, str, str]
-    The same and the full PSG's JSON text (what the tables embed; the driver writes it to <exe>.psg.json).
+link_psg_json(parts: list[dict], *, max_loop_depth: int = 10, tables_as: str = "c") -> tuple[PSG, str, str]
+    The same and the full PSG's JSON text (what the tables embed; the driver writes it to <exe>.psg.json);
+    tables_as="ir": the tables as LLVM IR to append to a module instead of C (a call that also compiles).
 read_psg_from_executable(path: str) -> PSG
     From the executable's ".scalgraph.psgfull" section, falling back to <exe>.psg.json.
 """
@@ -50,9 +51,9 @@ def link_psg(parts, *, max_loop_depth: int = 10):
     return impl(parts, max_loop_depth=max_loop_depth)
 
 
-def link_psg_json(parts, *, max_loop_depth: int = 10):
+def link_psg_json(parts, *, max_loop_depth: int = 10, tables_as: str = "c"):
     from scalgraph.static.link import link_psg_json as impl
-    return impl(parts, max_loop_depth=max_loop_depth)
+    return impl(parts, max_loop_depth=max_loop_depth, tables_as=tables_as)
 
 
 def read_psg_from_executable(path):

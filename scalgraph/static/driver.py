@@ -20,6 +20,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import NamedTuple
 
 from scalgraph.errors import UserError, run_reporting
 from scalgraph.io.safe_write import (current_umask, output_destination, temporary_beside, write_atomic, write_output,
@@ -64,7 +65,7 @@ def build(lang: str, argv: list[str]) -> int:
         for out in output_names(inv):
             check_outputs(out, [s.path for s in inv.sources] + inv.link_inputs, PROGRAM_NAMES[lang],
                           given=inv.output is not None)
-    tc = find_toolchain(lang)
+    tc = find_toolchain(lang, linking=inv.mode != "compile")
     if inv.mode == "show":
         print(shlex.join(show_command(tc, argv)))
         return 0
@@ -77,18 +78,20 @@ def build(lang: str, argv: list[str]) -> int:
     with tempfile.TemporaryDirectory(prefix="scalgraph-") as tmp:
         objects: list[str] = []
         parts: dict[str, dict] = {}          # object -> its PSG part, for the objects made here
+        # a call that also links makes its instrumented objects with the tables, in one clang
+        held: list[HeldBack] | None = [] if inv.mode == "link" else None
         for i, src in enumerate(inv.sources):
             if inv.mode == "compile":
                 out = inv.output or object_name(src.path)
             else:
                 out = os.path.join(tmp, f"{i}-{Path(src.path).stem}.o")
-            rc = compile_source(tc, inv, src, out, tmp, instrument, max_depth, parts)
+            rc = compile_source(tc, inv, src, out, tmp, instrument, max_depth, parts, held)
             if rc:
                 return rc
             objects.append(out)
         if inv.mode == "compile":
             return 0
-        return link(tc, inv, objects, tmp, instrument, max_depth, parts)
+        return link(tc, inv, objects, tmp, instrument, max_depth, parts, held)
 
 
 def output_names(inv: Invocation) -> list[str]:
@@ -151,8 +154,17 @@ def compiler_for(tc: Toolchain, src: Source) -> Compiler:
     return find_compiler("c" if src.lang == "asm" else src.lang)
 
 
+class HeldBack(NamedTuple):
+    """An instrumented module whose code generation waits for the link step's tables."""
+    backend: tuple[str, ...]
+    text: str                    # the instrumented IR text
+    out: str                     # where its object goes
+    source: str
+
+
 def compile_source(tc: Toolchain, inv: Invocation, src: Source, out: str, tmp: str, instrument: bool,
-                   max_depth: int, parts: dict[str, dict] | None = None) -> int:
+                   max_depth: int, parts: dict[str, dict] | None = None,
+                   held: list[HeldBack] | None = None) -> int:
     comp = compiler_for(tc, src)
     lang_flags = ["-x", src.explicit_lang] if src.explicit_lang else []
     user = [*tc.extra_compile, *inv.compile_flags, *tc.mpi.compile]
@@ -189,13 +201,16 @@ def compile_source(tc: Toolchain, inv: Invocation, src: Source, out: str, tmp: s
               f"{e}); compiled without probes, its code is charged to its callers (please report it)",
               file=sys.stderr)
         return run([*comp.command, *comp.flags, "-c", *user, *lang_flags, src.path, "-o", out])
+    if parts is not None:
+        parts[out] = part
+    if as_text and held is not None:
+        held.append(HeldBack(backend, text, out, src.path))
+        return 0
     if as_text:
         obj = object_from_ir_text(backend, text, inv, tmp, src.path)
     elif backend is not None:
         obj = code_generation(backend, obj, inv, tmp, src.path)
     write_output(out, obj)       # a device such as /dev/null (configure probes) is written through
-    if parts is not None:
-        parts[out] = part
     return 0
 
 
@@ -221,15 +236,30 @@ def object_from_ir_text(backend: tuple[str, ...], text: str, inv: Invocation, tm
     stripped text does not compile (a debug node referenced where nodebug.py does not look)."""
     if inv.has_debug:
         return code_generation(backend, text.encode("utf-8", "surrogateescape"), inv, tmp, source, ".ll")
-    from scalgraph.static.nodebug import marked_no_debug, without_debug_info
+    from scalgraph.static.nodebug import marked_no_debug
     try:
-        return code_generation(backend, without_debug_info(text).encode("utf-8", "surrogateescape"), inv, tmp,
-                               source, ".ll")
+        return code_generation(backend, code_generation_text(text, inv), inv, tmp, source, ".ll")
     except Exception:           # clang refused it, or our bug: the slower form still builds the object
         if os.environ.get("SCALGRAPH_DEBUG") == "1":
             raise
     return code_generation(backend, marked_no_debug(text).encode("utf-8", "surrogateescape"), inv, tmp, source,
                            ".ll")
+
+
+def code_generation_text(text: str, inv: Invocation) -> bytes:
+    """What the code generator reads first: the text as it is with -g, else without debug info."""
+    if not inv.has_debug:
+        from scalgraph.static.nodebug import without_debug_info
+        text = without_debug_info(text)
+    return text.encode("utf-8", "surrogateescape")
+
+
+def code_generation_command(backend: tuple[str, ...], inv: Invocation) -> list[str]:
+    """The code generator's flags: code generation only (-disable-llvm-optzns: the middle end ran in
+    the first compile), position independent like llvmlite's, at the user's -O level."""
+    flags = [f for f in inv.compile_flags if f.startswith(CODEGEN_PREFIXES)]
+    return [*backend, "-c", f"-O{max(0, min(3, inv.opt_level))}", "-fPIC", "-Xclang", "-disable-llvm-optzns",
+            *flags, "-Wno-unused-command-line-argument"]
 
 
 def code_generation(backend: tuple[str, ...], bitcode: bytes, inv: Invocation, tmp: str, source: str,
@@ -241,10 +271,7 @@ def code_generation(backend: tuple[str, ...], bitcode: bytes, inv: Invocation, t
     os.close(fd)
     obj = bc[:-len(suffix)] + ".o"
     Path(bc).write_bytes(bitcode)
-    flags = [f for f in inv.compile_flags if f.startswith(CODEGEN_PREFIXES)]
-    cmd = [*backend, "-c", f"-O{max(0, min(3, inv.opt_level))}", "-fPIC", "-Xclang", "-disable-llvm-optzns",
-           *flags, "-Wno-unused-command-line-argument", bc, "-o", obj]
-    r = subprocess.run(cmd, capture_output=True, text=True)
+    r = subprocess.run([*code_generation_command(backend, inv), bc, "-o", obj], capture_output=True, text=True)
     if r.returncode:
         lines = r.stderr.strip().splitlines()
         raise UserError(f"{source}: code generation by {backend[0]} "
@@ -297,12 +324,13 @@ def static_archives(inv: Invocation) -> list[str]:
 
 
 def link(tc: Toolchain, inv: Invocation, objects: list[str], tmp: str, instrument: bool,
-         max_depth: int, made: dict[str, dict] | None = None) -> int:
+         max_depth: int, made: dict[str, dict] | None = None, held: list[HeldBack] | None = None) -> int:
     exe = inv.output or "a.out"
     items = [objects[x] if isinstance(x, int) else x for x in inv.link_items]
     extra: list[str] = []
     psg = None
     psg_text = ""
+    tables = None
     given = [p for p in inv.link_inputs if os.path.isfile(p)] + static_archives(inv)
     if instrument or given:
         from scalgraph.static import link_psg_json, read_parts_from_files
@@ -315,11 +343,17 @@ def link(tc: Toolchain, inv: Invocation, objects: list[str], tmp: str, instrumen
         if parts:
             if instrument:
                 program_warnings(parts, exe, PROGRAM_NAMES[tc.lang])
-            psg, tables_source, psg_text = link_psg_json(parts, max_loop_depth=max_depth)
-            extra = [compile_tables(tables_source, tmp), *shim_link_flags(tc)]
+            # with modules held back, the tables join the first as IR (objects_and_tables)
+            psg, tables, psg_text = link_psg_json(parts, max_loop_depth=max_depth,
+                                                  tables_as="ir" if held else "c")
+            extra = shim_link_flags(tc)
         elif instrument:
             print(f"{PROGRAM_NAMES[tc.lang]}: warning: no object carries a scalgraph PSG part (none was "
                   f"built with sgcc/sgcxx/sgfort): {exe} is linked without instrumentation", file=sys.stderr)
+    tables_object = objects_and_tables(held or [], tables, inv, tmp,
+                                       lambda: link_psg_json(parts, max_loop_depth=max_depth)[1])
+    if tables_object:
+        extra = [tables_object, *extra]
     # a device (-o /dev/null: configure and CMake probes) or /dev/stdout is written through, never
     # renamed over (safe_write.output_destination)
     dest, through = output_destination(exe)
@@ -361,6 +395,43 @@ def program_warnings(parts: list[dict], exe: str, prog: str) -> None:
     if bare:
         print(f"{prog}: warning: no debug info in {', '.join(bare[:3])}{' ...' if len(bare) > 3 else ''}: "
               "the PSG has no source lines there (compile them with -g)", file=sys.stderr)
+
+
+def objects_and_tables(held: list[HeldBack], tables: str | None, inv: Invocation, tmp: str,
+                       c_tables) -> str | None:
+    """Make the objects of the modules held back by a call that compiles and links.  The tables
+    (LLVM IR from link_psg_json(tables_as="ir")) join the first module, whose code generator makes
+    them with its code: no C compile of their own, whose clang start (loading 150 MB of shared LLVM
+    libraries) cost about 30 ms of every such build.  Anything clang refuses takes the separate path
+    (the module alone with its own fallbacks, the tables as C from c_tables()).  The path of a
+    separate tables object, or None."""
+    if not held:
+        return compile_tables(tables, tmp) if tables is not None else None
+    for h in held[1:]:
+        write_output(h.out, object_from_ir_text(h.backend, h.text, inv, tmp, h.source))
+    first = held[0]
+    if tables is not None:
+        try:
+            text = code_generation_text(first.text, inv) + with_slots_of(first.text, tables).encode()
+            write_output(first.out, code_generation(first.backend, text, inv, tmp, first.source, ".ll"))
+            return None
+        except Exception:          # clang refused it, or our bug: the usual two objects instead
+            if os.environ.get("SCALGRAPH_DEBUG") == "1":
+                raise
+    write_output(first.out, object_from_ir_text(first.backend, first.text, inv, tmp, first.source))
+    return compile_tables(c_tables(), tmp) if tables is not None else None
+
+
+def with_slots_of(module: str, tables: str) -> str:
+    """The IR tables without the declarations of the fid slots `module` defines (the probes append
+    their definitions after @sg_cur's declaration, at the module's end)."""
+    from scalgraph.static.link import TABLES_IR_SLOT
+    at = module.rfind("\n@sg_cur = external thread_local")
+    defined = {line.split(" = ", 1)[0] for line in module[at:].split("\n")
+               if line.startswith("@__sg_fid_")} if at >= 0 else set()
+    suffix = TABLES_IR_SLOT.format("")[1:]
+    return "\n" + "\n".join(line for line in tables.split("\n")
+                             if not (line.endswith(suffix) and line.split(" = ", 1)[0] in defined))
 
 
 def compile_tables(source: str, tmp: str) -> str:

@@ -28,16 +28,18 @@ def link_psg(parts: list[dict], *, max_loop_depth: int = 10) -> tuple[PSG, str]:
     return psg, source
 
 
-def link_psg_json(parts: list[dict], *, max_loop_depth: int = 10) -> tuple[PSG, str, str]:
+def link_psg_json(parts: list[dict], *, max_loop_depth: int = 10, tables_as: str = "c") -> tuple[PSG, str, str]:
     """link_psg and the full PSG's JSON text, the one the tables embed (the driver writes it to
-    <exe>.psg.json): serialising a large PSG again costs 0.1-0.2 s each time."""
+    <exe>.psg.json): serialising a large PSG again costs 0.1-0.2 s each time.  tables_as="ir": the
+    tables as LLVM IR to append to a module (tables_ir), not as C."""
     with gc_paused():
         functions = _function_table(parts)
         builder = _Builder(functions, max_loop_depth)
         psg = builder.build()
         whole = psg.to_dict()
         full = json.dumps(whole, sort_keys=True, separators=(",", ":"))
-        return psg, tables_c_source(psg, builder, full, whole["hash"]), full
+        make = tables_ir if tables_as == "ir" else tables_c_source
+        return psg, make(psg, builder, full, whole["hash"]), full
 
 
 PART_VERSION = 1
@@ -351,12 +353,18 @@ _STRUCT = """struct sg_psg_tables {
 };"""
 
 
-def tables_c_source(psg: PSG, builder: _Builder, full: str | None = None, psg_hash: str | None = None) -> str:
+def _flat_instances(psg: PSG, builder: _Builder) -> tuple[list[int], list[int], list[int]]:
+    """(each instance's first index, the instances' vertex ids, their callee instances), flattened."""
     bases, flat_vid, flat_callee = [], [], []
     for vids, callees in zip(psg.inst_vid, builder.inst_callee):
         bases.append(len(flat_vid))
         flat_vid.extend(max(v, 0) for v in vids)
         flat_callee.extend(callees)
+    return bases, flat_vid, flat_callee
+
+
+def tables_c_source(psg: PSG, builder: _Builder, full: str | None = None, psg_hash: str | None = None) -> str:
+    bases, flat_vid, flat_callee = _flat_instances(psg, builder)
     symbols = [builder.f[k]["fid_symbol"] for k in builder.fid]
     if full is None or psg_hash is None:
         whole = psg.to_dict()
@@ -392,6 +400,57 @@ def tables_c_source(psg: PSG, builder: _Builder, full: str | None = None, psg_ha
               "}",
               ""]
     return "\n".join(lines)
+
+
+TABLES_IR_SLOT = "@{} = extern_weak hidden global i32, align 4"      # a slot the tables refer to
+
+
+def tables_ir(psg: PSG, builder: _Builder, full: str, psg_hash: str) -> str:
+    """The tables of tables_c_source as LLVM IR globals to append to an instrumented module (a call
+    that compiles and links makes them in its code generator's process instead of starting a C
+    compile): the same arrays, hash, full PSG section and registration, all internal and named with
+    the PSG hash; a `.init_array` entry instead of llvm.global_ctors, which the module may already
+    define.  Each fid slot is declared on a line of its own (TABLES_IR_SLOT): the caller drops the
+    declarations of the slots its module defines."""
+    bases, flat_vid, flat_callee = _flat_instances(psg, builder)
+    symbols = [builder.f[k]["fid_symbol"] for k in builder.fid]
+    h = psg_hash
+    data = full.encode("utf-8", "surrogateescape")
+    lines = [TABLES_IR_SLOT.format(s) for s in symbols]
+    lines += [_ir_array("i32", f"__sg_inst_base_{h}", bases),
+              _ir_array("i32", f"__sg_inst_func_{h}", psg.inst_func),
+              _ir_array("i32", f"__sg_inst_vid_{h}", flat_vid),
+              _ir_array("i32", f"__sg_inst_callee_{h}", flat_callee),
+              _ir_array("i32", f"__sg_func_default_inst_{h}", psg.func_default_inst),
+              _ir_array("i8", f"__sg_vertex_kind_{h}", psg.kind),
+              f"@__sg_fid_slots_{h} = internal constant [{max(1, len(symbols))} x ptr] [" +
+              (", ".join(f"ptr @{s}" for s in symbols) or "ptr null") + "], align 8",
+              f'@__sg_psg_hash_{h} = internal constant [{len(h) + 1} x i8] c"{h}\00", align 1',
+              f'@__sg_psg_full_{h} = internal constant [{len(data) + 1} x i8] c"'
+              f'{data.decode("latin-1").translate(_IR_ESCAPES)}\00", section ".scalgraph.psgfull", align 1',
+              f"@__sg_tables_{h} = internal constant {{ ptr, i32, i32, i32, ptr, ptr, ptr, ptr, ptr, ptr, ptr }} "
+              f"{{ ptr @__sg_psg_hash_{h}, i32 {len(psg)}, i32 {len(symbols)}, i32 {len(psg.inst_func)}, "
+              f"ptr @__sg_inst_base_{h}, ptr @__sg_inst_func_{h}, ptr @__sg_inst_vid_{h}, "
+              f"ptr @__sg_inst_callee_{h}, ptr @__sg_func_default_inst_{h}, ptr @__sg_fid_slots_{h}, "
+              f"ptr @__sg_vertex_kind_{h} }}, align 8",
+              f'@__sg_tables_init_{h} = internal global ptr @__sg_tables_register_{h}, section ".init_array", align 8',
+              "declare void @sg_register_psg(ptr)",
+              f"define internal void @__sg_tables_register_{h}() nounwind {{",
+              # the asm operand keeps the full PSG referenced, as the C tables' constructor does
+              f'  call void asm sideeffect "", "r"(ptr @__sg_psg_full_{h})',
+              f"  call void @sg_register_psg(ptr @__sg_tables_{h})",
+              "  ret void",
+              "}", ""]
+    return "\n".join(lines)
+
+
+def _ir_array(itype: str, name: str, values) -> str:
+    vals = [f"{itype} {int(v)}" for v in values] or [f"{itype} 0"]
+    return f"@{name} = internal constant [{len(vals)} x {itype}] [" + ", ".join(vals) + f"], align {4 if itype == 'i32' else 1}"
+
+
+# an IR c"..." string: printable ASCII as is, " and \\ and the rest as \XX
+_IR_ESCAPES = {o: f"\\{o:02X}" for o in range(256) if not 32 <= o < 127 or chr(o) in '"\\'}
 
 
 def _array(ctype: str, name: str, values) -> str:

@@ -9,7 +9,6 @@ docs/user-guide/compile.md and docs/mpi-and-builds.md.
 from __future__ import annotations
 
 import functools
-import importlib.util
 import json
 import os
 import re
@@ -215,6 +214,7 @@ def _find_compiler(lang: str) -> Compiler:
     clang = system_clang(lang)
     if clang:
         return Compiler((clang,), origin="PATH")
+    import importlib.util            # only here: the usual path never needs it
     if importlib.util.find_spec("ziglang") is not None:
         return Compiler((sys.executable, "-m", "ziglang", ZIG_COMMANDS[lang]), tuple(ZIG_FLAGS),
                         origin="ziglang")
@@ -308,12 +308,14 @@ def with_library_dirs_of(flags: MPIFlags, c_flags: MPIFlags) -> MPIFlags:
     return MPIFlags(flags.wrapper, flags.compile, (*dirs, *flags.link)) if dirs else flags
 
 
-def find_toolchain(lang: str) -> Toolchain:
+def find_toolchain(lang: str, linking: bool = True) -> Toolchain:
+    """linking=False (a -c call): the C sibling's -L directories are left out, as is the question
+    (`mpicc -show`, a shell script) that finds them; only a link uses them."""
     compiler = find_compiler(lang)
     wrapper = find_mpi_wrapper(lang)
     flags = mpi_flags(wrapper)
     shim_mpicc = shim_mpicc_for(lang, wrapper)
-    if shim_mpicc != wrapper:
+    if shim_mpicc != wrapper and linking:
         flags = with_library_dirs_of(flags, mpi_flags(shim_mpicc))
     tc = Toolchain(lang, compiler, flags, shim_mpicc)
     if lang == "fortran":
