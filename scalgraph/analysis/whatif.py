@@ -110,18 +110,26 @@ class RankTimes:
 
     def segment_stretch(self, psg: PSG, instances: list[int]) -> np.ndarray:
         """[R] wall seconds per CPU second of the computation segments the given vertices run in
-        (a long loop that other jobs or waiting ranks crowd is stretched more than the rank's other
-        computation); the rank's whole computation's where those segments are not known."""
-        if self.comp_wall is None or not instances:
-            return self.stretch
-        from scalgraph.analysis.segments import ANY, _Entry, ending_mpi
-        entry = _Entry(psg, (self.comp_wall > 0).any(axis=0) | (self.comp_cpu > 0).any(axis=0))
-        ends = set().union(*(ending_mpi(psg, v, entry) for v in instances))
-        if not ends or ANY in ends:
-            return self.stretch
-        cols = np.array(sorted(ends))
-        wall, cpu = self.comp_wall[:, cols].sum(axis=1), self.comp_cpu[:, cols].sum(axis=1)
-        return np.where(cpu > 0, np.maximum(wall / np.where(cpu > 0, cpu, 1.0), 1.0), self.stretch)
+        (segment_stretch)."""
+        return segment_stretch(psg, self.comp_wall, self.comp_cpu, self.stretch, instances)
+
+
+def segment_stretch(psg: PSG, comp_wall: np.ndarray | None, comp_cpu: np.ndarray | None, whole: np.ndarray,
+                    instances: list[int]) -> np.ndarray:
+    """[R] wall seconds per CPU second of the computation segments the given vertices run in, from the
+    shim's [R x V] computation before each MPI call (a long loop that other jobs or waiting ranks
+    crowd is stretched more than the rank's other computation); `whole` [R], the rank's whole
+    computation's (rank_stretch), where those segments are not known."""
+    if comp_wall is None or comp_cpu is None or not instances:
+        return whole
+    from scalgraph.analysis.segments import ANY, _Entry, ending_mpi
+    entry = _Entry(psg, (comp_wall > 0).any(axis=0) | (comp_cpu > 0).any(axis=0))
+    ends = set().union(*(ending_mpi(psg, v, entry) for v in instances))
+    if not ends or ANY in ends:
+        return whole
+    cols = np.array(sorted(ends))
+    wall, cpu = comp_wall[:, cols].sum(axis=1), comp_cpu[:, cols].sum(axis=1)
+    return np.where(cpu > 0, np.maximum(wall / np.where(cpu > 0, cpu, 1.0), 1.0), whole)
 
 
 def rank_times(psg: PSG, cons: Constructs, prof: RunProfile, own: np.ndarray, excluded: np.ndarray) -> RankTimes:

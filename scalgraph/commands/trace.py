@@ -108,12 +108,25 @@ def cpu_evidence(trace, path: str):
     from scalgraph.analysis.defaults import abnorm_thd_for
     from scalgraph.trace.verdict import ABNORMAL_RATIO
     return CpuEvidence(cpu, note, {"run_dir": str(run_dir), "time_shared": shared, "stretch": stretch},
-                       stretch=stretch, ratio=abnorm_thd_for(ABNORMAL_RATIO, shared)), None
+                       stretch=stretch, ratio=abnorm_thd_for(ABNORMAL_RATIO, shared),
+                       stretch_of=_segment_stretch_of(trace, path, prof)), None
 
 
-def psg_spans(trace, path: str) -> dict | None:
-    """PSG vertex -> (file, first line, last line), from the PSG of the experiment the traced run
-    directory belongs to (EXP/scale-P/rep-K), when its hash is the trace's; else None."""
+def _segment_stretch_of(trace, path: str, prof):
+    """vertices -> [R] wall seconds per thread-CPU second of the computation segments they run in
+    (analysis.whatif.segment_stretch, as detect stretches a cause), from the run's profile and the
+    experiment's PSG; None where the PSG is not the trace's or the profile has no segments."""
+    from scalgraph.analysis.whatif import rank_stretch, segment_stretch
+    psg = experiment_psg(trace, path)
+    if psg is None or getattr(prof, "comp_wall", None) is None or prof.comp_wall.shape[1] != len(psg):
+        return None
+    whole = rank_stretch(prof)
+    return lambda vertices: segment_stretch(psg, prof.comp_wall, prof.comp_cpu, whole, list(vertices))
+
+
+def experiment_psg(trace, path: str):
+    """The PSG of the experiment the traced run directory belongs to (EXP/scale-P/rep-K), when its
+    hash is the trace's; else None."""
     import pathlib
     from scalgraph.errors import UserError
     from scalgraph.io.safe_read import load_json_file, psg_checked
@@ -127,7 +140,13 @@ def psg_spans(trace, path: str) -> dict | None:
         psg = psg_checked(load_json_file(psg_file, "PSG"), psg_file)
     except UserError:
         return None
-    if psg.hash() != want:
+    return psg if psg.hash() == want else None
+
+
+def psg_spans(trace, path: str) -> dict | None:
+    """PSG vertex -> (file, first line, last line), from the experiment's PSG (experiment_psg)."""
+    psg = experiment_psg(trace, path)
+    if psg is None:
         return None
     return {v: (psg.file[v], psg.line_first[v], psg.line_last[v]) for v in range(len(psg))}
 

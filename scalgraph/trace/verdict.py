@@ -18,7 +18,8 @@ paths that satisfy both:
     the late rank works, so the waiting underestimates a real cause, while a balanced kernel's ranks
     differ by 10-15 % of thread-CPU from cache and core sharing alone, which the waiting can inflate
     (P - 1) times.  As in detect, the thread-CPU is multiplied by the causing rank's own wall seconds
-    per thread-CPU second there (the trace's exclusive time), at least the median rank's for its
+    per thread-CPU second there (the profile's computation segments the construct runs in, as detect's
+    segment stretch; CpuEvidence.stretch_of), at least the median rank's for its
     computation (CpuEvidence.stretch, analysis.mpi_cost.compute_stretch): where ranks share cores an
     extra CPU second costs the run that many wall seconds (history:
     docs/trace-analysis.md, "The verdict's size rule").  Without a profile: its cost is at least `min_share` of the
@@ -46,6 +47,7 @@ place stay separate) and ranked by their capped cost.  Pure numpy: the caller re
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -64,6 +66,9 @@ class CpuEvidence:
     # wall seconds per thread-CPU second of the median rank's computation (analysis.mpi_cost.
     # compute_stretch): rule (b) compares thread-CPU times this with the wall-clock run time
     stretch: float = 1.0
+    # [R] wall seconds per thread-CPU second of the computation segments given PSG vertices run in
+    # (analysis.whatif.segment_stretch on the run's profile); None: the median rank's `stretch` only
+    stretch_of: Callable[[list], np.ndarray] | None = None
     # rule (b)'s AbnormThd: higher where ranks outnumber cores (analysis.defaults.SHARED_CORE_ABNORM_THD:
     # identical work's thread-CPU was measured up to 1.52x apart between ranks there)
     ratio: float = ABNORMAL_RATIO
@@ -113,14 +118,16 @@ def capped_costs(cost: np.ndarray, wall: np.ndarray, vertex: np.ndarray, cpu: np
     return out
 
 
-def abnormal_cpu_excess(vertices, cpu: np.ndarray, ratio: float = ABNORMAL_RATIO, wall: np.ndarray | None = None,
-                        least_stretch: float = 1.0) -> float:
+def abnormal_cpu_excess(vertices, cpu: np.ndarray, ratio: float = ABNORMAL_RATIO,
+                        rank_stretch: np.ndarray | None = None, least_stretch: float = 1.0) -> float:
     """Rule (b)'s size: the largest thread-CPU excess over the median rank at PSG vertices (one
     source construct's instances, summed per rank) among the ranks whose thread-CPU there is at least
-    `ratio` times the median rank's; 0 without one.  With `wall` (the trace's exclusive time there per
-    rank) each rank's excess is stretched as its own time there was, at least by `least_stretch` (the
-    median rank's): CloverLeaf's 0.28 s planted loop took 6.5x its thread-CPU at 8 ranks on 2 cores
-    while the median rank's short computations were not stretched at all."""
+    `ratio` times the median rank's; 0 without one.  Each rank's excess is stretched by its own wall
+    seconds per thread-CPU second there (`rank_stretch` [R], the profile's computation segments the
+    vertices run in, CpuEvidence.stretch_of), at least by `least_stretch` (the median rank's):
+    CloverLeaf's 0.28 s planted loop took 6.5x its thread-CPU at 8 ranks on 2 cores while the median
+    rank's short computations were not stretched at all.  (Not the trace's exclusive time: in a
+    polling program it holds the unrecorded MPI_Test calls, which are no computation.)"""
     cols = [v for v in np.atleast_1d(vertices).tolist() if 0 <= v < cpu.shape[1]]
     if not cols or cpu.shape[0] == 0:
         return 0.0
@@ -130,10 +137,8 @@ def abnormal_cpu_excess(vertices, cpu: np.ndarray, ratio: float = ABNORMAL_RATIO
     if not abnormal.any():
         return 0.0
     stretch = np.full(len(col), float(least_stretch))
-    if wall is not None and len(wall) == len(col):
-        with np.errstate(divide="ignore", invalid="ignore"):
-            own = np.where(col > 0, np.asarray(wall, float) / np.where(col > 0, col, 1.0), 1.0)
-        stretch = np.maximum(own, stretch)
+    if rank_stretch is not None and len(rank_stretch) == len(col):
+        stretch = np.maximum(np.asarray(rank_stretch, float), stretch)
     return float(((col - med) * stretch)[abnormal].max())
 
 
@@ -172,7 +177,8 @@ def verdict(cost: np.ndarray, wall: np.ndarray, is_mpi: np.ndarray, where: list[
         if total_time <= 0 or seconds <= 0:
             continue
         if cpu is not None and vertices:
-            if (abnormal_cpu_excess(vertices, cpu.cpu, cpu.ratio, wall[cps].sum(axis=0), cpu.stretch) < floor / nranks
+            own = cpu.stretch_of(vertices) if cpu.stretch_of is not None else None
+            if (abnormal_cpu_excess(vertices, cpu.cpu, cpu.ratio, own, cpu.stretch) < floor / nranks
                     or seconds < floor / nranks):
                 continue
         elif seconds < floor:
