@@ -99,3 +99,19 @@ def test_a_long_loop_costs_the_wall_time_its_own_rank_took_for_it():
     assert top["vertex"] == comp and top["rank"] == 1, result["root_causes"]
     assert abs(top["cost"] - 0.2) < 0.03 and abs(top["cost_wall"] - 3.0 * top["cost"]) < 1e-9
     assert result["thresholds"]["stretch"] == 1.0                     # the median rank's is unchanged
+
+
+def test_a_rank_whose_computation_was_stretched_gets_the_floor_in_its_own_thread_cpu():
+    """The abnormality floor of a computation is a wall-clock floor in thread-CPU: divided per rank by
+    that rank's own stretch (CloverLeaf's rank 1 computed 6.5x slower than its thread-CPU at 8 ranks on
+    2 cores, the median rank 1.0x).  Rank 1's 0.28 s over the median is abnormal against a floor of
+    0.37 s / 6.5 and not against 0.37 s; rank 2's 0.05 s stays below its own floor."""
+    from scalgraph.analysis.abnormal import abnormal_columns
+    own = np.full((8, 1), 0.03)
+    own[1, 0] += 0.28
+    own[2, 0] += 0.05
+    no_wait, comp, noise = np.zeros((8, 1)), np.array([False]), np.zeros(1)
+    assert abnormal_columns(own, no_wait, comp, noise, 1.3, 0.37) == []
+    stretch = np.where(np.arange(8) == 1, 6.5, 1.0)
+    found = abnormal_columns(own, no_wait, comp, noise, 1.3, 0.37 / stretch[:, None])
+    assert [(a.vertex, a.ranks.tolist()) for a in found] == [(0, [1])]

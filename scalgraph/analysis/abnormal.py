@@ -64,10 +64,10 @@ def sampling_error(n_samples, hz: float, sigmas: float = SAMPLING_SIGMAS):
 
 def abnormal_mask(values: np.ndarray, thd: float, min_seconds: float | np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(mask [R x V], median [V]): rank r is abnormal at v when values > thd*median and
-    values - median >= min_seconds (a number, or one per vertex)."""
+    values - median >= min_seconds (a number, one per vertex, or one per rank and vertex)."""
     med = np.median(values, axis=0)
-    floor = np.maximum(np.broadcast_to(np.asarray(min_seconds, dtype=float), med.shape), 1e-12)
-    mask = (values > thd * med[None, :]) & (values - med[None, :] >= floor[None, :])
+    floor = np.maximum(np.broadcast_to(np.asarray(min_seconds, dtype=float), values.shape), 1e-12)
+    mask = (values > thd * med[None, :]) & (values - med[None, :] >= floor)
     return mask, med
 
 

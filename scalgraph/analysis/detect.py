@@ -162,8 +162,10 @@ def summarise_scales(psg: PSG, cons: Constructs, profiles: Mapping[int, RunProfi
                       if hz > 0 and prof.nranks else 0.0)
         noise = noise_of_samples(samples, is_mpi, hz)
         floor_p = min_share * program_time(prof, startup)
-        # computation is sampled thread-CPU; its floor is the wall floor in thread-CPU (compute_stretch)
-        floor_cols = np.where(is_mpi, floor_p, floor_p / compute_stretch(per_rank[p].stretch))
+        # computation is sampled thread-CPU; its floor is the wall floor in thread-CPU: divided by the
+        # rank's own stretch, at least the median rank's (compute_stretch; wall_stretch in analyse)
+        stretch_r = np.maximum(per_rank[p].stretch, compute_stretch(per_rank[p].stretch))
+        floor_cols = np.where(is_mpi[None, :], floor_p, floor_p / stretch_r[:, None])
         abnormal[p] = abnormal_columns(own, wait, is_mpi, noise, abnorm_thd, floor_cols)
         vb[:, i], vc[:, i] = volume_per_rank(prof, cons, is_mpi)
         over[p] = oversubscribed(prof, host_cores)
