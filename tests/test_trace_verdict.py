@@ -219,6 +219,20 @@ def test_a_rooted_collective_does_not_hide_the_work_that_made_a_non_root_late():
     assert rep["root_causes"][0]["seconds"] == pytest.approx(2.0 * 3, rel=0.02)   # 2 ranks x 1 s x 3
 
 
+def _loop_and_kernel(loop: tuple, kernel: tuple, lines: tuple = ("a.c", 10, 20)):
+    """8 ranks, two call paths: a loop only rank 1 runs (delay cost, wall, thread-CPU) and a kernel
+    every rank runs (delay cost caused by rank k, wall and thread-CPU of every rank, and of rank k).
+    Returns cost, wall, cpu [rank, vertex] and the verdict's (is_mpi, where, names) arguments."""
+    (l_cost, l_wall, l_cpu), (k, k_cost, k_wall, k_wall_k, k_cpu, k_cpu_k) = loop, kernel
+    cost, wall, cpu = np.zeros((2, 8)), np.zeros((2, 8)), np.zeros((8, 2))
+    cost[0, 1], wall[0, 1], cpu[1, 0] = l_cost, l_wall, l_cpu
+    cost[1, k], wall[1], cpu[:, 1] = k_cost, k_wall, k_cpu
+    wall[1, k], cpu[k, 1] = k_wall_k, k_cpu_k
+    file, loop_line, kernel_line = lines
+    args = (np.array([False, False]), where((file, loop_line, 0), (file, kernel_line, 1)), ["main/loop", "main/kernel"])
+    return cost, wall, cpu, args
+
+
 def test_a_busy_machine_stretches_the_cause_and_the_run_alike():
     """8 ranks on 2 cores, a run slowed to 16 s (128 rank-seconds), a rank's computation taking 2.5x
     its thread-CPU in wall time.  Rank 1's 0.4 s loop (vertex 0): as thread-CPU it is below 5 % of the
@@ -226,15 +240,7 @@ def test_a_busy_machine_stretches_the_cause_and_the_run_alike():
     (vertex 1) has a rank with 15 % more thread-CPU (0.3 s, 0.75 s scaled) and 5 s of delay cost: below
     the 1.3x ratio, no cause.  On an idle machine (no load stretch: the loop's wall time is its
     thread-CPU) the loop is below the floor."""
-    cost, wall = np.zeros((2, 8)), np.zeros((2, 8))
-    cost[0, 1], wall[0, 1] = 31.5, 5.0
-    cost[1, 3], wall[1] = 5.0, 8.0
-    wall[1, 3] = 9.2
-    cpu = np.zeros((8, 2))
-    cpu[1, 0] = 0.4
-    cpu[:, 1] = 2.0
-    cpu[3, 1] = 2.3
-    args = (np.array([False, False]), where(("a.c", 10, 0), ("a.c", 20, 1)), ["main/loop", "main/kernel"])
+    cost, wall, cpu, args = _loop_and_kernel((31.5, 5.0, 0.4), (3, 5.0, 8.0, 9.2, 2.0, 2.3))
     got = V.verdict(cost, wall, *args, total_time=128.0, cpu=V.CpuEvidence(cpu, stretch=2.5))
     assert [(e["line"], e["rank"]) for e in got] == [(10, 1)]
     assert got[0]["seconds"] == pytest.approx(31.5)
@@ -256,16 +262,8 @@ def test_a_long_loop_is_stretched_as_its_own_rank_was():
     profile's (CpuEvidence.stretch_of), not the trace's exclusive time: in Quicksilver, a polling
     program, that time holds the unrecorded MPI_Test calls, and a rank at 1.6x the median's thread-CPU
     in its tracking loop became a cause in 3 of 3 controls."""
-    cost, wall = np.zeros((2, 8)), np.zeros((2, 8))
-    cost[0, 1], wall[0, 1] = 9.5, 1.83
-    cost[1, 2], wall[1] = 3.0, 0.03
-    wall[1, 2] = 0.105
-    cpu = np.zeros((8, 2))
-    cpu[1, 0] = 0.28
-    cpu[:, 1] = 0.03
-    cpu[2, 1] = 0.035
+    cost, wall, cpu, args = _loop_and_kernel((9.5, 1.83, 0.28), (2, 3.0, 0.03, 0.105, 0.03, 0.035), ("clover.f90", 58, 90))
     own = {0: np.where(np.arange(8) == 1, 6.5, 1.0), 1: np.where(np.arange(8) == 2, 3.0, 1.0)}
-    args = (np.array([False, False]), where(("clover.f90", 58, 0), ("clover.f90", 90, 1)), ["main/loop", "main/kernel"])
     evidence = V.CpuEvidence(cpu, stretch=1.0, ratio=1.6, stretch_of=lambda vs: own[vs[0]])
     got = V.verdict(cost, wall, *args, total_time=63.2, cpu=evidence)
     assert [(e["line"], e["rank"]) for e in got] == [(58, 1)]
