@@ -42,6 +42,8 @@ time with the cause fixed and the gain per scale, the gain extrapolated to 2P an
 """
 from __future__ import annotations
 
+import functools
+
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache
@@ -288,6 +290,9 @@ def analyse(psg: PSG, profiles: Mapping[int, RunProfile], abnorm_thd: float = DE
     lateness = rank_comp - (np.median(rank_comp) if prof.nranks else 0.0)
     no_cap = np.full(prof.nranks, np.inf)
     big_times = sm.rank_times[scales[-1]]
+    # [R] per construct, asked for by the floor check and again by the report's cost_wall
+    construct_stretch = functools.lru_cache(maxsize=None)(
+        lambda c: big_times.segment_stretch(psg, list(cons.instances[c])))
 
     def wall_stretch(x: Cause) -> float:
         """Wall seconds per thread-CPU second of x's computation on its rank: its own segments', at
@@ -295,7 +300,7 @@ def analyse(psg: PSG, profiles: Mapping[int, RunProfile], abnorm_thd: float = DE
         on 2 cores, the median rank's short segments 1.0x: at the median's stretch it was no cause)."""
         if is_mpi[x.construct]:
             return 1.0
-        seg = big_times.segment_stretch(psg, list(cons.instances[x.construct]))
+        seg = construct_stretch(x.construct)
         return max(stretch, float(seg[x.rank])) if 0 <= x.rank < len(seg) else stretch
 
     def big_enough(x: Cause) -> bool:
