@@ -42,8 +42,6 @@ time with the cause fixed and the gain per scale, the gain extrapolated to 2P an
 """
 from __future__ import annotations
 
-import functools
-
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache
@@ -291,7 +289,7 @@ def analyse(psg: PSG, profiles: Mapping[int, RunProfile], abnorm_thd: float = DE
     no_cap = np.full(prof.nranks, np.inf)
     big_times = sm.rank_times[scales[-1]]
     # [R] per construct, asked for by the floor check and again by the report's cost_wall
-    construct_stretch = functools.lru_cache(maxsize=None)(
+    construct_stretch = lru_cache(maxsize=None)(
         lambda c: big_times.segment_stretch(psg, list(cons.instances[c])))
 
     def wall_stretch(x: Cause) -> float:
